@@ -1481,8 +1481,10 @@ type UpstreamError struct {
 	StatusCode int32 `protobuf:"varint,2,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
 	// The answer's Content-Type.
 	ContentType string `protobuf:"bytes,3,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
-	// The answer's body; set for the decode leg only.
-	Body          []byte `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
+	// The answer's body; set when relay is true.
+	Body []byte `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
+	// The client gets status_code and body unchanged (decode legs).
+	Relay         bool `protobuf:"varint,5,opt,name=relay,proto3" json:"relay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1543,6 +1545,13 @@ func (x *UpstreamError) GetBody() []byte {
 		return x.Body
 	}
 	return nil
+}
+
+func (x *UpstreamError) GetRelay() bool {
+	if x != nil {
+		return x.Relay
+	}
+	return false
 }
 
 var File_coordinator_v1_coordinator_proto protoreflect.FileDescriptor
@@ -1668,13 +1677,14 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\rR\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens\x12!\n" +
-	"\ftotal_tokens\x18\x03 \x01(\rR\vtotalTokens\"y\n" +
+	"\ftotal_tokens\x18\x03 \x01(\rR\vtotalTokens\"\x8f\x01\n" +
 	"\rUpstreamError\x12\x10\n" +
 	"\x03leg\x18\x01 \x01(\tR\x03leg\x12\x1f\n" +
 	"\vstatus_code\x18\x02 \x01(\x05R\n" +
 	"statusCode\x12!\n" +
 	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\x12\x12\n" +
-	"\x04body\x18\x04 \x01(\fR\x04body*t\n" +
+	"\x04body\x18\x04 \x01(\fR\x04body\x12\x14\n" +
+	"\x05relay\x18\x05 \x01(\bR\x05relay*t\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\x14ENDPOINT_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ENDPOINT_CHAT_COMPLETIONS\x10\x01\x12\x18\n" +

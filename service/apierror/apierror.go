@@ -1,0 +1,146 @@
+// Package apierror is the one place a pipeline error becomes what a client
+// sees: a gRPC status, and from it the REST status.
+package apierror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/upstream"
+)
+
+// FromError is the one place a pipeline error becomes what the client
+// sees: a gRPC status, whose code and details HTTPStatus turns into the REST
+// status. Messages carry the request id and never an upstream body, except
+// the decode leg's, which is attached verbatim for relay.
+func FromError(err error, requestID string) *status.Status {
+	if s, ok := status.FromError(err); ok && err != nil {
+		return s // already a status (e.g. from request validation)
+	}
+	var se *upstream.StatusError
+	var te *upstream.TransportError
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.New(codes.Canceled, "request cancelled")
+	case errors.As(err, &se):
+		code, msg := upstreamCode(se), fmt.Sprintf("%s failed: HTTP %d (request_id: %s)", se.Leg, se.StatusCode, requestID)
+		if se.StatusCode >= 400 && se.StatusCode < 500 {
+			msg = fmt.Sprintf("%s rejected the request: HTTP %d (request_id: %s)", se.Leg, se.StatusCode, requestID)
+		}
+		detail := &coordinatorv1.UpstreamError{Leg: se.Leg, StatusCode: int32(se.StatusCode), ContentType: se.ContentType}
+		if se.Relay {
+			detail.Body, detail.Relay = se.Body, true
+		}
+		return withDetail(status.New(code, msg), detail)
+	case errors.Is(err, steps.ErrInvalidRequest):
+		return status.New(codes.InvalidArgument, fmt.Sprintf("%v (request_id: %s)", err, requestID))
+	case errors.As(err, &te) && te.Timeout():
+		return withDetail(status.New(codes.DeadlineExceeded, fmt.Sprintf("%s timed out (request_id: %s)", te.Leg, requestID)),
+			&coordinatorv1.UpstreamError{Leg: te.Leg})
+	case errors.As(err, &te):
+		return withDetail(status.New(codes.Unavailable, fmt.Sprintf("%s unreachable (request_id: %s)", te.Leg, requestID)),
+			&coordinatorv1.UpstreamError{Leg: te.Leg})
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.New(codes.DeadlineExceeded, fmt.Sprintf("request timed out (request_id: %s)", requestID))
+	default:
+		return status.New(codes.Internal, fmt.Sprintf("internal error (request_id: %s)", requestID))
+	}
+}
+
+func withDetail(s *status.Status, d *coordinatorv1.UpstreamError) *status.Status {
+	if ds, err := s.WithDetails(d); err == nil {
+		return ds
+	}
+	return s
+}
+
+// upstreamCode is the gRPC code for a leg's HTTP status.
+func upstreamCode(se *upstream.StatusError) codes.Code {
+	switch se.StatusCode {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge:
+		return codes.InvalidArgument
+	case http.StatusUnauthorized:
+		return codes.Unauthenticated
+	case http.StatusForbidden:
+		return codes.PermissionDenied
+	case http.StatusNotFound:
+		return codes.NotFound
+	case http.StatusConflict:
+		return codes.Aborted
+	case http.StatusPreconditionFailed:
+		return codes.FailedPrecondition
+	case http.StatusTooManyRequests:
+		return codes.ResourceExhausted
+	case http.StatusNotImplemented:
+		return codes.Unimplemented
+	case http.StatusGatewayTimeout:
+		return codes.DeadlineExceeded
+	}
+	if se.StatusCode >= 400 && se.StatusCode < 500 {
+		return codes.FailedPrecondition
+	}
+	return codes.Unavailable
+}
+
+// UpstreamDetail returns the UpstreamError attached to s, if any.
+func UpstreamDetail(s *status.Status) *coordinatorv1.UpstreamError {
+	for _, d := range s.Details() {
+		if u, ok := d.(*coordinatorv1.UpstreamError); ok {
+			return u
+		}
+	}
+	return nil
+}
+
+// HTTPStatus is the REST status for s: a leg's own 4xx (and any status of
+// the decode leg) pass through; other upstream failures are 502, or 504 when
+// the leg timed out; client faults 400; an oversized body 413; a server that
+// is not serving 503.
+func HTTPStatus(s *status.Status) int {
+	if u := UpstreamDetail(s); u != nil {
+		if u.StatusCode == 0 { // no answer from the leg
+			if s.Code() == codes.DeadlineExceeded {
+				return http.StatusGatewayTimeout
+			}
+			return http.StatusBadGateway
+		}
+		if u.Relay || (u.StatusCode >= 400 && u.StatusCode < 500) {
+			return int(u.StatusCode)
+		}
+		if u.StatusCode == http.StatusGatewayTimeout {
+			return http.StatusGatewayTimeout
+		}
+		return http.StatusBadGateway
+	}
+	switch s.Code() {
+	case codes.OK:
+		return http.StatusOK
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
+		return http.StatusBadRequest
+	case codes.ResourceExhausted:
+		return http.StatusRequestEntityTooLarge
+	case codes.Unimplemented:
+		return http.StatusNotImplemented
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case codes.Canceled:
+		return 499 // client closed request
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.Unauthenticated:
+		return http.StatusUnauthorized
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusBadGateway
+	}
+}

@@ -1,0 +1,198 @@
+// Package service is the coordinator's inbound side: the gRPC server and
+// its CoordinatorService, which builds each request's context, runs the
+// pipeline and maps the outcome to a gRPC status. The REST front
+// (service/rest) reaches it through a gRPC client connection.
+package service
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/service/apierror"
+	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/jsonbody"
+	"github.com/coordinator-project/coordinator/steps/upstream"
+)
+
+// Coordinator implements CoordinatorService over the pipeline.
+type Coordinator struct {
+	coordinatorv1.UnimplementedCoordinatorServiceServer
+	pipeline *steps.Pipeline
+	log      *slog.Logger
+}
+
+// NewCoordinator builds the service.
+func NewCoordinator(p *steps.Pipeline, log *slog.Logger) *Coordinator {
+	return &Coordinator{pipeline: p, log: log}
+}
+
+// Generate implements CoordinatorServiceServer.
+func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateRequest) (*coordinatorv1.GenerateResponse, error) {
+	id := requestID(ctx, req.GetRequestId())
+	_ = grpc.SetHeader(ctx, metadata.Pairs(headerRequestID, id))
+	in := req.GetOpenai()
+	if in == nil {
+		return nil, status.Error(codes.Unimplemented, "tokens input is not served yet; send an OpenAI body")
+	}
+	rc, err := newRequestContext(ctx, id, in)
+	if err != nil {
+		return nil, err
+	}
+	if rc.Stream {
+		return nil, status.Errorf(codes.InvalidArgument, `"stream": true needs GenerateStream (request_id: %s)`, id)
+	}
+	sink := &unarySink{}
+	rc.Sink = sink
+	if err := c.run(ctx, rc); err != nil {
+		return nil, err
+	}
+	if sink.streamed {
+		return nil, status.Errorf(codes.Internal, "decode worker streamed an answer to a non-streaming request (request_id: %s)", id)
+	}
+	return &coordinatorv1.GenerateResponse{
+		RequestId: id,
+		Output: &coordinatorv1.GenerateResponse_Openai{Openai: &coordinatorv1.OpenAIResponse{
+			StatusCode:  int32(sink.status),
+			ContentType: sink.contentType,
+			Json:        sink.body,
+		}},
+	}, nil
+}
+
+// GenerateStream implements CoordinatorServiceServer.
+func (c *Coordinator) GenerateStream(req *coordinatorv1.GenerateStreamRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
+	ctx := stream.Context()
+	id := requestID(ctx, req.GetRequestId())
+	_ = stream.SetHeader(metadata.Pairs(headerRequestID, id))
+	in := req.GetOpenai()
+	if in == nil {
+		return status.Error(codes.Unimplemented, "tokens input is not served yet; send an OpenAI body")
+	}
+	rc, err := newRequestContext(ctx, id, in)
+	if err != nil {
+		return err
+	}
+	if !rc.Stream {
+		return status.Errorf(codes.InvalidArgument, `GenerateStream needs "stream": true in the body (request_id: %s)`, id)
+	}
+	rc.Sink = &streamSink{stream: stream}
+	return c.run(ctx, rc)
+}
+
+// run executes the pipeline, logs the request once and maps its error.
+func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext) error {
+	start := time.Now()
+	timings := make([]steps.Timing, 0, 8)
+	err := c.pipeline.Run(ctx, rc, &timings)
+	attrs := []slog.Attr{
+		slog.String("request_id", rc.RequestID),
+		slog.String("api", rc.Format.String()),
+		slog.String("model", rc.Model),
+		slog.Bool("stream", rc.Stream),
+		slog.Duration("duration", time.Since(start)),
+		slog.Any("steps", timingsValue(timings)),
+	}
+	if err == nil {
+		c.log.LogAttrs(ctx, slog.LevelInfo, "request done", attrs...)
+		return nil
+	}
+	st := apierror.FromError(err, rc.RequestID)
+	level := slog.LevelWarn
+	if st.Code() == codes.Canceled {
+		level = slog.LevelInfo
+	}
+	c.log.LogAttrs(ctx, level, "request failed", append(attrs, slog.String("code", st.Code().String()), slog.String("error", err.Error()))...)
+	return st.Err()
+}
+
+type timingsValue []steps.Timing
+
+func (t timingsValue) LogValue() slog.Value {
+	attrs := make([]slog.Attr, len(t))
+	for i, s := range t {
+		attrs[i] = slog.Duration(s.Step, s.Duration)
+	}
+	return slog.GroupValue(attrs...)
+}
+
+const headerRequestID = "x-request-id"
+
+// requestID is the request's id: the message's, else a valid x-request-id
+// metadata value, else a fresh one.
+func requestID(ctx context.Context, fromMessage string) string {
+	if fromMessage != "" {
+		return fromMessage // validated by the request's protovalidate rules
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get(headerRequestID); len(v) > 0 {
+		return upstream.RequestID(v[0])
+	}
+	return upstream.RequestID("")
+}
+
+// newRequestContext reads what the service needs from the body (top-level
+// "model" and "stream") and the forwarded headers from the call metadata.
+func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, error) {
+	obj, err := jsonbody.ParseObject(in.GetJson())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "invalid JSON body: %v (request_id: %s)", err, id)
+	}
+	rc := &steps.RequestContext{
+		RequestID: id,
+		Format:    formatOf(in.GetEndpoint()),
+		Header:    forwardedHeaders(ctx),
+		Body:      in.GetJson(),
+	}
+	if raw, ok := obj.Get("model"); ok {
+		rc.Model, _ = jsonbody.String(raw)
+	}
+	if raw, ok := obj.Get("stream"); ok {
+		rc.Stream, _ = jsonbody.Bool(raw)
+	}
+	return rc, nil
+}
+
+func formatOf(e coordinatorv1.Endpoint) steps.Format {
+	switch e {
+	case coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS:
+		return steps.FormatChat
+	case coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS:
+		return steps.FormatCompletions
+	default:
+		return steps.FormatGenerate
+	}
+}
+
+// forwardedHeaders turns the call metadata into the headers every leg
+// forwards, dropping gRPC's own keys and what no leg may receive.
+func forwardedHeaders(ctx context.Context) http.Header {
+	md, _ := metadata.FromIncomingContext(ctx)
+	h := make(http.Header, len(md))
+	for k, v := range md {
+		if len(v) == 0 || grpcOwned(k) || !upstream.Forwardable(k) {
+			continue
+		}
+		h[k] = v[:1:1]
+	}
+	return h
+}
+
+// grpcOwned reports metadata keys that belong to the gRPC transport.
+func grpcOwned(key string) bool {
+	switch key {
+	case "user-agent", "content-type", "te", "grpc-accept-encoding", "grpc-encoding", "grpc-timeout":
+		return true
+	}
+	return strings.HasPrefix(key, ":") || strings.HasPrefix(key, "grpc-") || strings.HasSuffix(key, "-bin")
+}
+
+var _ coordinatorv1.CoordinatorServiceServer = (*Coordinator)(nil)

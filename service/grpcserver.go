@@ -1,0 +1,80 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+
+	"buf.build/go/protovalidate"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	grpcvalidate "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/protovalidate"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+)
+
+// messageSlack is room for the gRPC envelope around the largest body.
+const messageSlack = 1 << 20
+
+// NewGRPCServer builds the gRPC server: logging, panic recovery and
+// protovalidate interceptors on unary and streaming calls, the
+// CoordinatorService, grpc.health.v1 and server reflection. Messages may be
+// as large as the configured body cap.
+func NewGRPCServer(svc *Coordinator, healthSrv *health.Server, maxBodyBytes int64, log *slog.Logger) (*grpc.Server, error) {
+	validator, err := protovalidate.New()
+	if err != nil {
+		return nil, fmt.Errorf("protovalidate: %w", err)
+	}
+	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		log.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+	logOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithLevels(callLevel),
+	}
+	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		return status.Error(codes.Internal, "internal error")
+	})
+	limit := int(maxBodyBytes) + messageSlack
+	s := grpc.NewServer(
+		grpc.MaxRecvMsgSize(limit),
+		grpc.MaxSendMsgSize(limit),
+		grpc.InitialWindowSize(1<<20),
+		grpc.InitialConnWindowSize(4<<20),
+		grpc.ChainUnaryInterceptor(
+			logging.UnaryServerInterceptor(logger, logOpts...),
+			recovery.UnaryServerInterceptor(recoverOpt),
+			grpcvalidate.UnaryServerInterceptor(validator),
+		),
+		grpc.ChainStreamInterceptor(
+			logging.StreamServerInterceptor(logger, logOpts...),
+			recovery.StreamServerInterceptor(recoverOpt),
+			grpcvalidate.StreamServerInterceptor(validator),
+		),
+	)
+	coordinatorv1.RegisterCoordinatorServiceServer(s, svc)
+	healthpb.RegisterHealthServer(s, healthSrv)
+	reflection.Register(s)
+	return s, nil
+}
+
+// callLevel logs finished calls at debug level when they succeed: the
+// service writes the per-request line itself, with step timings.
+func callLevel(code codes.Code) logging.Level {
+	switch code {
+	case codes.OK, codes.Canceled:
+		return logging.LevelDebug
+	case codes.Internal, codes.Unknown, codes.DataLoss:
+		return logging.LevelError
+	default:
+		return logging.LevelInfo
+	}
+}

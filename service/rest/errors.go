@@ -1,0 +1,93 @@
+package rest
+
+import (
+	"context"
+
+	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	"buf.build/go/protovalidate"
+	"net/http"
+	"strconv"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc/status"
+
+	"github.com/coordinator-project/coordinator/service/apierror"
+	"github.com/coordinator-project/coordinator/steps/jsonbody"
+)
+
+// writeError writes err as the REST client sees it: the decode worker's own
+// status and body when the error carries them, otherwise an OpenAI error
+// object with the status apierror chooses.
+func writeError(w http.ResponseWriter, err error) {
+	st := status.Convert(err)
+	code := apierror.HTTPStatus(st)
+	if u := apierror.UpstreamDetail(st); u != nil && u.GetRelay() {
+		if u.GetContentType() != "" {
+			w.Header().Set("Content-Type", u.GetContentType())
+		}
+		w.WriteHeader(code)
+		_, _ = w.Write(u.GetBody())
+		return
+	}
+	writeOpenAIError(w, code, st.Message(), paramOf(st))
+}
+
+// writeOpenAIError writes {"error":{"message","type","param","code"}}.
+func writeOpenAIError(w http.ResponseWriter, code int, message, param string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write(appendOpenAIError(nil, code, message, param))
+}
+
+// appendOpenAIError encodes the OpenAI error object.
+func appendOpenAIError(dst []byte, code int, message, param string) []byte {
+	dst = append(dst, `{"error":{"message":`...)
+	dst = jsonbody.AppendString(dst, message)
+	dst = append(dst, `,"type":`...)
+	dst = jsonbody.AppendString(dst, errorType(code))
+	dst = append(dst, `,"param":`...)
+	if param == "" {
+		dst = append(dst, "null"...)
+	} else {
+		dst = jsonbody.AppendString(dst, param)
+	}
+	dst = append(dst, `,"code":`...)
+	dst = strconv.AppendInt(dst, int64(code), 10)
+	return append(dst, "}}"...)
+}
+
+// errorType is the OpenAI error type for an HTTP status.
+func errorType(code int) string {
+	switch {
+	case code == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case code == http.StatusUnauthorized:
+		return "authentication_error"
+	case code == http.StatusForbidden:
+		return "permission_error"
+	case code == http.StatusNotFound:
+		return "not_found_error"
+	case code == http.StatusGatewayTimeout:
+		return "timeout_error"
+	case code >= 400 && code < 500:
+		return "invalid_request_error"
+	default:
+		return "api_error"
+	}
+}
+
+// paramOf names the first field a validation error is about, if any.
+func paramOf(st *status.Status) string {
+	for _, d := range st.Details() {
+		if v, ok := d.(*validate.Violations); ok && len(v.GetViolations()) > 0 {
+			return protovalidate.FieldPathString(v.GetViolations()[0].GetField())
+		}
+	}
+	return ""
+}
+
+// gatewayError is grpc-gateway's error handler for the unary routes.
+func gatewayError(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
+	writeError(w, err)
+}

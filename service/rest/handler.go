@@ -1,0 +1,186 @@
+// Package rest is the coordinator's OpenAI-compatible REST front: the only
+// place that knows HTTP and OpenAI framing. Requests reach CoordinatorService
+// through a real gRPC client connection, so the gRPC interceptors
+// (logging, recovery, protovalidate) run for REST as for gRPC clients:
+// non-streaming requests through the grpc-gateway mux, streaming ones
+// through a server-sent-events forwarder over GenerateStream.
+package rest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/steps/jsonbody"
+	"github.com/coordinator-project/coordinator/steps/upstream"
+)
+
+// Handler serves the REST API.
+type Handler struct {
+	mux     *http.ServeMux
+	gateway *runtime.ServeMux
+	client  coordinatorv1.CoordinatorServiceClient
+	maxBody int64
+	ready   *service.Readiness
+}
+
+// NewHandler builds the REST front over a CoordinatorService client.
+// maxBody caps request bodies (413 past it).
+func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClient, maxBody int64, ready *service.Readiness) (*Handler, error) {
+	gw := runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, rawJSON{}),
+		runtime.WithMarshalerOption("application/json", rawJSON{}),
+		runtime.WithErrorHandler(gatewayError),
+		runtime.WithIncomingHeaderMatcher(incomingHeader),
+		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
+		runtime.WithOutgoingTrailerMatcher(func(string) (string, bool) { return "", false }),
+		runtime.WithForwardResponseOption(forwardStatus),
+	)
+	if err := coordinatorv1.RegisterCoordinatorServiceHandlerClient(ctx, gw, client); err != nil {
+		return nil, err
+	}
+	h := &Handler{mux: http.NewServeMux(), gateway: gw, client: client, maxBody: maxBody, ready: ready}
+	h.mux.Handle("POST /v1/chat/completions", h.inference(coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS))
+	h.mux.Handle("POST /v1/completions", h.inference(coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS))
+	h.mux.Handle("POST /inference/v1/generate", h.inference(coordinatorv1.Endpoint_ENDPOINT_GENERATE))
+	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
+	h.mux.HandleFunc("GET /readyz", h.readyz)
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeOpenAIError(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path, "")
+	})
+	return h, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
+	if !h.ready.Ready() {
+		writeText(w, http.StatusServiceUnavailable, "not ready")
+		return
+	}
+	writeText(w, http.StatusOK, "ok")
+}
+
+// inference handles one OpenAI route: it reads the body once under the
+// size cap, checks it is a JSON object, settles the request id, and hands
+// the bytes to Generate (through grpc-gateway) or GenerateStream (as SSE)
+// according to the body's "stream".
+func (h *Handler) inference(endpoint coordinatorv1.Endpoint) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := upstream.RequestID(r.Header.Get("X-Request-Id"))
+		w.Header().Set("X-Request-Id", id)
+		data, err := h.readBody(w, r)
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				writeOpenAIError(w, http.StatusRequestEntityTooLarge, "request body too large (request_id: "+id+")", "")
+				return
+			}
+			writeOpenAIError(w, http.StatusBadRequest, "failed to read request body (request_id: "+id+")", "")
+			return
+		}
+		obj, err := jsonbody.ParseObject(data)
+		if err != nil {
+			writeOpenAIError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
+			return
+		}
+		stream := false
+		if raw, ok := obj.Get("stream"); ok {
+			stream, _ = jsonbody.Bool(raw)
+		}
+		if stream {
+			h.serveStream(w, r, &coordinatorv1.GenerateStreamRequest{
+				RequestId: id,
+				Input: &coordinatorv1.GenerateStreamRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{
+					Endpoint: endpoint, Json: data,
+				}},
+			})
+			return
+		}
+		r.Body = &requestBody{endpoint: endpoint, requestID: id, data: data}
+		h.gateway.ServeHTTP(w, r)
+	})
+}
+
+// readBody reads the whole body, failing with *http.MaxBytesError past the cap.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, h.maxBody)
+	if r.ContentLength > 0 && r.ContentLength <= h.maxBody {
+		buf := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil // the server stops the body at Content-Length
+	}
+	return io.ReadAll(body)
+}
+
+// incomingHeader passes the client headers a leg may receive into the call
+// metadata (lowercase keys); the rest stay at the edge.
+func incomingHeader(key string) (string, bool) {
+	k := strings.ToLower(key)
+	if !upstream.Forwardable(k) || k == "user-agent" || k == "authorization" {
+		// grpc-gateway forwards authorization itself; user-agent is gRPC's.
+		return "", false
+	}
+	return k, true
+}
+
+// outgoingMetadata is incomingHeader for the streaming route, which calls
+// the gRPC client directly.
+func outgoingMetadata(ctx context.Context, h http.Header) context.Context {
+	md := make(metadata.MD, len(h))
+	for k, v := range h {
+		if len(v) == 0 {
+			continue
+		}
+		if k == "Authorization" {
+			md["authorization"] = v[:1:1]
+			continue
+		}
+		if mk, ok := incomingHeader(k); ok && validMetadataValue(v[0]) {
+			md[mk] = v[:1:1]
+		}
+	}
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// validMetadataValue reports whether v can travel as gRPC ASCII metadata.
+func validMetadataValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// forwardStatus gives a Generate answer the worker's status and content type.
+func forwardStatus(_ context.Context, w http.ResponseWriter, m proto.Message) error {
+	resp, ok := m.(*coordinatorv1.GenerateResponse)
+	if !ok || resp.GetOpenai() == nil {
+		return nil
+	}
+	if ct := resp.GetOpenai().GetContentType(); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	if code := int(resp.GetOpenai().GetStatusCode()); code != 0 && code != http.StatusOK {
+		w.WriteHeader(code)
+	}
+	return nil
+}
+
+func writeText(w http.ResponseWriter, code int, text string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, text)
+}

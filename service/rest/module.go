@@ -1,0 +1,72 @@
+package rest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"go.uber.org/fx"
+
+	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/config"
+)
+
+// Module serves the REST front on server.listen_addr.
+var Module = fx.Module("rest",
+	fx.Provide(newHandler),
+	fx.Invoke(serveHTTP),
+)
+
+func newHandler(in *service.InProcess, cfg config.Config, ready *service.Readiness) (*Handler, error) {
+	return NewHandler(context.Background(), in.Client, cfg.Server.MaxRequestBodyBytes(), ready)
+}
+
+// NewServer is the HTTP server of the REST front: HTTP/1.1 and h2c, the
+// configured read and write timeouts (streams clear their write deadline).
+func NewServer(h http.Handler, cfg config.Server) *http.Server {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		Protocols:         new(http.Protocols),
+	}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	return srv
+}
+
+// serveHTTP listens at start (a busy port fails startup) and drains for up
+// to server.shutdown_timeout at stop.
+func serveHTTP(lc fx.Lifecycle, h *Handler, cfg config.Config, log *slog.Logger) {
+	srv := NewServer(h, cfg.Server)
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			lis, err := net.Listen("tcp", cfg.Server.ListenAddr)
+			if err != nil {
+				return fmt.Errorf("server.listen_addr: %w", err)
+			}
+			log.Info("rest listening", "addr", lis.Addr().String())
+			go func() {
+				if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					log.Error("rest serve", "error", err)
+				}
+			}()
+			return nil
+		},
+		OnStop: func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, cfg.Server.ShutdownTimeout)
+			defer cancel()
+			if err := srv.Shutdown(ctx); err != nil {
+				return srv.Close()
+			}
+			return nil
+		},
+	})
+}

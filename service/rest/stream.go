@@ -1,0 +1,84 @@
+package rest
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/service/apierror"
+)
+
+// serveStream answers a "stream": true request as server-sent events from
+// GenerateStream. Until the first event the response is not committed, so
+// a failure (the decode worker's own 4xx included) gets its real status;
+// after it, a failure becomes a final error event. Every event is flushed
+// as it arrives; the server's write timeout does not cut the stream.
+func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, req *coordinatorv1.GenerateStreamRequest) {
+	ctx := outgoingMetadata(r.Context(), r.Header)
+	stream, err := h.client.GenerateStream(ctx, req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	first, err := stream.Recv()
+	if err != nil && !errors.Is(err, io.EOF) {
+		writeError(w, err)
+		return
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if errors.Is(err, io.EOF) {
+		return
+	}
+	buf := make([]byte, 0, 4096)
+	msg := first
+	for {
+		buf = appendEvent(buf[:0], msg.GetOpenai().GetData())
+		if _, err := w.Write(buf); err != nil {
+			return // client gone: its context cancels the call
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		msg, err = stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			st := status.Convert(err)
+			buf = append(buf[:0], "data: "...)
+			buf = appendOpenAIError(buf, apierror.HTTPStatus(st), st.Message(), "")
+			buf = append(buf, "\n\n"...)
+			_, _ = w.Write(buf)
+			_ = rc.Flush()
+			return
+		}
+	}
+}
+
+// appendEvent frames data as one server-sent event; a multi-line payload
+// becomes one data field per line.
+func appendEvent(dst, data []byte) []byte {
+	for {
+		line, rest, more := bytes.Cut(data, []byte{'\n'})
+		dst = append(dst, "data: "...)
+		dst = append(dst, line...)
+		dst = append(dst, '\n')
+		if !more {
+			break
+		}
+		data = rest
+	}
+	return append(dst, '\n')
+}
+

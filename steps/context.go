@@ -1,0 +1,122 @@
+package steps
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// Format is the OpenAI-compatible API a body is written for. It decides how
+// legs are shaped and which worker path they hit.
+type Format int
+
+// The formats, with the worker path each one posts to.
+const (
+	FormatChat        Format = iota + 1 // POST /v1/chat/completions
+	FormatCompletions                   // POST /v1/completions
+	FormatGenerate                      // POST /inference/v1/generate (tokens-in)
+)
+
+// Worker paths.
+const (
+	PathChat        = "/v1/chat/completions"
+	PathCompletions = "/v1/completions"
+	PathGenerate    = "/inference/v1/generate"
+)
+
+// Path is the worker path of the format.
+func (f Format) Path() string {
+	switch f {
+	case FormatChat:
+		return PathChat
+	case FormatCompletions:
+		return PathCompletions
+	default:
+		return PathGenerate
+	}
+}
+
+// String names the format as logs and metrics do.
+func (f Format) String() string {
+	switch f {
+	case FormatChat:
+		return "chat"
+	case FormatCompletions:
+		return "completions"
+	case FormatGenerate:
+		return "generate"
+	default:
+		return "unknown"
+	}
+}
+
+// RequestContext is the state of one request as it moves through the
+// pipeline. It lives only as long as the request; steps run one at a time,
+// so its fields need no locking (a step that fans out must merge its
+// results before it returns).
+type RequestContext struct {
+	// RequestID is the validated or generated id sent as x-request-id on
+	// every leg.
+	RequestID string
+	// Format is the inbound API; Path() is the path decode posts to.
+	Format Format
+	// Header holds the client headers forwarded on every leg: lowercase
+	// keys, one value each, hop-by-hop and coordinator-owned headers removed
+	// (see upstream.ForwardedHeaders).
+	Header http.Header
+	// Body is the client's JSON object as it stands: steps replace it with
+	// edited copies and never mutate it in place.
+	Body []byte
+	// Model and Stream are the body's top-level "model" and "stream".
+	Model  string
+	Stream bool
+
+	// TokenIDs is the tokenized prompt (render, or the client's tokens).
+	TokenIDs []uint32
+	// Multimodal lists the prompt's images in order.
+	Multimodal []MultimodalEntry
+	// ECParams is the ec_transfer_params object for the prefill leg, nil
+	// when there is none.
+	ECParams json.RawMessage
+	// KVParams is the kv_transfer_params object the prefill worker answered
+	// with; nil when it sent none. PrefillDone says whether a prefill ran.
+	KVParams    json.RawMessage
+	PrefillDone bool
+
+	// Sink receives the client's answer.
+	Sink Sink
+}
+
+// MultimodalEntry is one image of the prompt.
+type MultimodalEntry struct {
+	// Index is the image's position among the body's image parts.
+	Index int
+	// Hash is the render service's content hash (mm_hash); "" until render.
+	Hash string
+	// ContentType and Base64Data hold an inlined image.
+	ContentType string
+	Base64Data  string
+	// KwargsData is the preprocessed tensor as raw JSON: a string, or null
+	// when the worker resolves it from its encoder cache.
+	KwargsData json.RawMessage
+	// Placeholder locates the image's placeholder tokens in TokenIDs.
+	Placeholder Placeholder
+}
+
+// Placeholder is a run of placeholder tokens in the prompt.
+type Placeholder struct {
+	Offset int `json:"offset"`
+	Length int `json:"length"`
+}
+
+// Sink receives the answer of one request. A step calls either Response
+// once, or Event once per server-sent event; the first call commits the
+// answer (a later error can no longer change its status). A Sink is used by
+// one goroutine at a time.
+type Sink interface {
+	// Response delivers a whole answer: the worker's status, content type
+	// and body. The body becomes the sink's.
+	Response(status int, contentType string, body []byte) error
+	// Event delivers one server-sent event's data. data is valid only
+	// during the call: the caller reuses its buffer.
+	Event(data []byte) error
+}

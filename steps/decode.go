@@ -1,0 +1,152 @@
+package steps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/coordinator-project/coordinator/connectors/kv"
+	"github.com/coordinator-project/coordinator/steps/jsonbody"
+	"github.com/coordinator-project/coordinator/steps/params"
+	"github.com/coordinator-project/coordinator/steps/upstream"
+)
+
+// DecodeType is the decode step's config name.
+const DecodeType = "decode"
+
+// Decode is the terminal step: it posts the request to a decode worker
+// through the gateway (EPP-Profile: decode) on the client's original path
+// and relays the answer to the client as it arrives, event by event when
+// the worker streams. A worker's non-2xx answer reaches the client with its
+// status and body unchanged.
+type Decode struct {
+	gateway *upstream.Client
+	kv      kv.Connector
+}
+
+// decodeParams are the decode step's params.
+type decodeParams struct {
+	// UseOpenAIFormat is accepted for compatibility and ignored: decode
+	// always shapes for the client's own API (decision D1).
+	UseOpenAIFormat bool `param:"use_openai_format"`
+	// KVConnector names the connector that shapes kv_transfer_params.
+	KVConnector string `param:"kv_connector"`
+}
+
+// NewDecodePlugin registers the decode step type.
+func NewDecodePlugin(gateway *upstream.Client, kvs *kv.Set) Plugin {
+	return Plugin{Type: DecodeType, New: func(raw map[string]any) (Step, error) {
+		var p decodeParams
+		if err := params.Decode(raw, &p); err != nil {
+			return nil, err
+		}
+		connector, err := kvs.Get(p.KVConnector)
+		if err != nil {
+			return nil, err
+		}
+		return &Decode{gateway: gateway, kv: connector}, nil
+	}}
+}
+
+// Execute implements Step.
+func (d *Decode) Execute(ctx context.Context, rc *RequestContext) error {
+	body, err := d.body(rc)
+	if err != nil {
+		return err
+	}
+	resp, err := d.gateway.Post(ctx, upstream.Request{
+		Leg:       DecodeType,
+		Path:      rc.Format.Path(),
+		Profile:   upstream.ProfileDecode,
+		RequestID: rc.RequestID,
+		Header:    rc.Header,
+		Body:      body,
+	})
+	if err != nil {
+		var se *upstream.StatusError
+		if errors.As(err, &se) {
+			se.Relay = true
+		}
+		return err
+	}
+	if err := relay(resp, rc.Sink); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	return ErrDone
+}
+
+// body shapes the decode leg for the client's API (decision D1): the KV
+// connector's decode params only after a prefill ran (D2), "tokens" /
+// "prompt" only when there are token IDs (D3), image "uuid"s only from
+// non-empty hashes (D4), never the coordinator's ec_transfer_params. With nothing to add the
+// client's body goes out byte for byte.
+func (d *Decode) body(rc *RequestContext) ([]byte, error) {
+	var kvParams []byte
+	if rc.PrefillDone {
+		p, err := d.kv.DecodeParams(rc.KVParams)
+		if err != nil {
+			return nil, fmt.Errorf("decode: %w", err)
+		}
+		kvParams = p
+	}
+	hasTokens := len(rc.TokenIDs) > 0 && rc.Format != FormatGenerate
+	hasHashes := rc.Format == FormatChat && anyHash(rc.Multimodal)
+	if kvParams == nil && !hasTokens && !hasHashes {
+		return rc.Body, nil
+	}
+	obj, err := jsonbody.ParseObject(rc.Body)
+	if err != nil {
+		return nil, Invalidf("body: %v", err)
+	}
+	switch rc.Format {
+	case FormatChat:
+		if kvParams != nil {
+			obj.Set(keyKVTransferParams, kvParams)
+		}
+		if hasTokens {
+			obj.Set(keyTokens, appendTokens(nil, rc.TokenIDs, rc.Multimodal))
+		}
+		if hasHashes {
+			if err := setImageUUIDs(obj, rc.Multimodal); err != nil {
+				return nil, err
+			}
+		}
+	case FormatCompletions:
+		if kvParams != nil {
+			obj.Set(keyKVTransferParams, kvParams)
+		}
+		if hasTokens {
+			obj.Set(keyPrompt, jsonbody.AppendUint32s(nil, rc.TokenIDs))
+		}
+	case FormatGenerate:
+		if kvParams != nil {
+			if err := setNested(obj, keySamplingParams, keyExtraArgs, keyKVTransferParams, kvParams); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return obj.Bytes(), nil
+}
+
+func anyHash(entries []MultimodalEntry) bool {
+	for _, e := range entries {
+		if e.Hash != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// setImageUUIDs gives the k-th image part "uuid": the k-th entry's hash,
+// when that hash is known.
+func setImageUUIDs(obj *jsonbody.Object, entries []MultimodalEntry) error {
+	return editImageParts(obj, func(k int, p *imagePart) (bool, error) {
+		if k >= len(entries) || entries[k].Hash == "" {
+			return false, nil
+		}
+		p.Part.Set("uuid", jsonbody.AppendString(nil, entries[k].Hash))
+		return true, nil
+	})
+}
+
+var _ Step = (*Decode)(nil)

@@ -1,0 +1,55 @@
+// Package steps holds the pipeline: the Step contract, the per-request
+// RequestContext, the Pipeline that runs configured steps in order, and one
+// file per built-in step.
+//
+// Steps never see transport types: they read and write the RequestContext,
+// call the gateway through steps/upstream, and write the client's answer
+// through the context's Sink.
+package steps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/fx"
+)
+
+// Step is one configured stage of the pipeline. A Step is built once at
+// startup from its params and then runs concurrently for many requests, so
+// it must keep no per-request state of its own.
+type Step interface {
+	// Execute runs the step for one request. It returns nil to let the next
+	// step run, ErrDone when the client has its answer and the pipeline must
+	// stop, or an error that ends the request.
+	Execute(ctx context.Context, rc *RequestContext) error
+}
+
+// ErrDone ends the pipeline successfully: a step answered the client.
+var ErrDone = errors.New("pipeline done")
+
+// ErrInvalidRequest marks errors caused by the client's input. Wrap it:
+// fmt.Errorf("%w: prompt must be a string or token array", ErrInvalidRequest).
+var ErrInvalidRequest = errors.New("invalid request")
+
+// Invalidf returns an ErrInvalidRequest error with a message for the client.
+func Invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
+}
+
+// Plugin is one step type, as the fx value group "steps" carries it. The
+// pipeline builder calls New once per occurrence of Type in the config.
+type Plugin struct {
+	// Type is the step's config name, e.g. "decode".
+	Type string
+	// New decodes the step's params strictly and builds the step. Params
+	// carry the pipeline-level kv_connector, ec_connector and
+	// use_openai_format when the step's own params do not set them.
+	New func(params map[string]any) (Step, error)
+}
+
+// AsPlugin annotates a constructor returning a Plugin so fx puts its result
+// in the "steps" group.
+func AsPlugin(constructor any) any {
+	return fx.Annotate(constructor, fx.ResultTags(`group:"steps"`))
+}

@@ -1,0 +1,170 @@
+// Package upstream is the HTTP client of the coordinator's outbound legs:
+// the Inference Gateway (encode, prefill and decode workers, chosen by the
+// EPP-Profile header) and the render service.
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Profiles: the EPP scheduling profile a gateway leg asks for.
+const (
+	ProfileEncode  = "encode"
+	ProfilePrefill = "prefill"
+	ProfileDecode  = "decode"
+)
+
+// Options configure one connection pool.
+type Options struct {
+	// Address is the base URL; request paths are appended to it verbatim.
+	Address string
+	// MaxIdleConnsPerHost caps the keep-alive pool.
+	MaxIdleConnsPerHost int
+	// IdleConnTimeout closes idle keep-alive connections.
+	IdleConnTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for a leg's response headers;
+	// a body that keeps streaming is never cut by it.
+	ResponseHeaderTimeout time.Duration
+	// Timeout, if set, bounds a whole call including the body (render).
+	Timeout time.Duration
+}
+
+// Client posts legs to one base URL over one keep-alive pool. It ignores
+// HTTP(S)_PROXY by design: legs stay inside the cluster. Safe for
+// concurrent use.
+type Client struct {
+	base string
+	http *http.Client
+}
+
+// New builds a client; Address must be an absolute http(s) URL.
+func New(o Options) (*Client, error) {
+	u, err := url.Parse(o.Address)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("upstream: address must be an http(s) URL with a host, got %q", o.Address)
+	}
+	transport := &http.Transport{
+		Proxy: nil,
+		DialContext: (&net.Dialer{
+			Timeout:   30 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          0, // no global cap: MaxIdleConnsPerHost bounds the single host
+		MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
+		IdleConnTimeout:       o.IdleConnTimeout,
+		ResponseHeaderTimeout: o.ResponseHeaderTimeout,
+		// Workers answer uncompressed; asking for gzip would make Go
+		// decompress every streamed event for nothing.
+		DisableCompression: true,
+	}
+	return &Client{
+		base: strings.TrimSuffix(o.Address, "/"),
+		http: &http.Client{Transport: transport, Timeout: o.Timeout},
+	}, nil
+}
+
+// Close releases idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// Request is one outbound leg.
+type Request struct {
+	// Leg names the leg in errors and logs: "decode", "prefill", "encode[2]", "render".
+	Leg string
+	// Path is appended to the client's base URL.
+	Path string
+	// Profile is the EPP-Profile header value; empty for the render service.
+	Profile string
+	// RequestID is sent as x-request-id.
+	RequestID string
+	// Header holds the forwarded client headers (see ForwardedHeaders).
+	Header http.Header
+	// Prefer, if set, is sent as the Prefer header.
+	Prefer string
+	// Body is the JSON body.
+	Body []byte
+}
+
+// maxErrorBody caps how much of a non-2xx answer is read.
+const maxErrorBody = 64 << 10
+
+// Post sends the leg. A 2xx answer is returned with its body unread (the
+// caller closes it). Any other status is returned as a *StatusError with
+// the body read (up to 64 KiB) and closed. A transport failure is returned
+// wrapped with the leg's name; when ctx ended it is ctx's error.
+func (c *Client) Post(ctx context.Context, r Request) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+r.Path, bytes.NewReader(r.Body))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r.Leg, err)
+	}
+	h := req.Header
+	for k, v := range r.Header {
+		h[k] = v
+	}
+	h["Content-Type"] = []string{"application/json"}
+	h["X-Request-Id"] = []string{r.RequestID}
+	if r.Profile != "" {
+		h["Epp-Profile"] = []string{r.Profile}
+	}
+	if r.Prefer != "" {
+		h["Prefer"] = []string{r.Prefer}
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, fmt.Errorf("%s: %w", r.Leg, context.Cause(ctx))
+		}
+		return nil, &TransportError{Leg: r.Leg, Err: err}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		resp.Body.Close()
+		return nil, &StatusError{
+			Leg:         r.Leg,
+			StatusCode:  resp.StatusCode,
+			ContentType: resp.Header.Get("Content-Type"),
+			Body:        body,
+		}
+	}
+	return resp, nil
+}
+
+// StatusError is a leg answered with a non-2xx status.
+type StatusError struct {
+	Leg         string
+	StatusCode  int
+	ContentType string
+	// Body is the start of the answer's body: logged, and relayed to the
+	// client only when Relay is set.
+	Body []byte
+	// Relay marks answers the client gets verbatim (the decode legs).
+	Relay bool
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s: upstream answered HTTP %d", e.Leg, e.StatusCode)
+}
+
+// TransportError is a leg that got no answer: refused, reset, timed out.
+type TransportError struct {
+	Leg string
+	Err error
+}
+
+func (e *TransportError) Error() string { return fmt.Sprintf("%s: %v", e.Leg, e.Err) }
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// Timeout reports whether the leg timed out (waiting for headers or dialing).
+func (e *TransportError) Timeout() bool {
+	var ne net.Error
+	return errors.As(e.Err, &ne) && ne.Timeout()
+}
