@@ -1,0 +1,171 @@
+// Package kvtest holds the contract every kv.Connector must satisfy; each
+// connector's tests call Contract.
+package kvtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordinator-project/coordinator/connectors/kv"
+)
+
+// VLLMAnswer is a prefill worker's kv_transfer_params as vLLM sends it with
+// the NixlConnector.
+const VLLMAnswer = `{"do_remote_prefill": true, "do_remote_decode": false,
+ "remote_block_ids": [[1, 2, 4]], "remote_engine_id": "e1101616-0d7c-4f3c-9a1e-1b2c3d4e5f60",
+ "remote_request_id": "generate-tokens-abc123", "remote_host": "10.0.0.42",
+ "remote_port": 5600, "tp_size": 1, "remote_num_tokens": 318}`
+
+// SimulatorAnswer is a prefill worker's kv_transfer_params as the
+// llm-d inference simulator sends it: block ids are strings.
+const SimulatorAnswer = `{"do_remote_prefill":true,"do_remote_decode":false,` +
+	`"remote_block_ids":["1","2","3"],"remote_engine_id":"sim-engine","remote_host":"10.0.0.7","remote_port":5557}`
+
+var name = regexp.MustCompile(`^kv(-[a-z0-9]+)+$`)
+
+// Contract checks, as parallel subtests of t, what every kv.Connector must
+// satisfy: a kebab-case "kv-" name; prefill params that are an object with
+// do_remote_decode true and do_remote_prefill false; decode params, for
+// any prefill answer or none, that are an object with do_remote_decode
+// false and do_remote_prefill true; deterministic decode params; fresh
+// results that do not alias the argument; safety under concurrent calls.
+func Contract(t *testing.T, c kv.Connector) {
+	t.Helper()
+
+	t.Run("name", func(t *testing.T) {
+		t.Parallel()
+		assert.Regexp(t, name, c.Name())
+	})
+
+	t.Run("prefill params", func(t *testing.T) {
+		t.Parallel()
+		got, err := c.PrefillParams()
+		require.NoError(t, err)
+		assert.NoError(t, checkFlags(got, true, false), "%s", got)
+	})
+
+	t.Run("decode params", func(t *testing.T) {
+		t.Parallel()
+		prefill, err := c.PrefillParams()
+		require.NoError(t, err)
+		for _, tc := range []struct {
+			name        string
+			fromPrefill json.RawMessage
+		}{
+			{"no answer", nil},
+			{"null", json.RawMessage(`null`)},
+			{"empty object", json.RawMessage(`{}`)},
+			{"array", json.RawMessage(`[1,2]`)},
+			{"string", json.RawMessage(`"params"`)},
+			{"vllm answer", json.RawMessage(VLLMAnswer)},
+			{"simulator answer", json.RawMessage(SimulatorAnswer)},
+			{"own prefill params", prefill},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				got, err := c.DecodeParams(tc.fromPrefill)
+				require.NoError(t, err)
+				assert.NoError(t, checkFlags(got, false, true), "%s", got)
+			})
+		}
+	})
+
+	t.Run("fresh results", func(t *testing.T) {
+		t.Parallel()
+		first, err := c.PrefillParams()
+		require.NoError(t, err)
+		clobber(first)
+		again, err := c.PrefillParams()
+		require.NoError(t, err)
+		assert.NoError(t, checkFlags(again, true, false), "%s", again)
+
+		in := json.RawMessage(VLLMAnswer)
+		want, err := c.DecodeParams(in)
+		require.NoError(t, err)
+		kept := bytes.Clone(want)
+		clobber(want)
+		got, err := c.DecodeParams(in)
+		require.NoError(t, err)
+		assert.Equal(t, string(kept), string(got), "decode params must be deterministic and fresh")
+		assert.Equal(t, VLLMAnswer, string(in), "argument modified")
+		clobber(got)
+		assert.Equal(t, VLLMAnswer, string(in), "result aliases the argument")
+	})
+
+	t.Run("concurrent calls", func(t *testing.T) {
+		t.Parallel()
+		const workers, calls = 16, 50
+		in := json.RawMessage(VLLMAnswer) // shared: connectors only read it
+		errs := make([]error, workers)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for range calls {
+					p, err := c.PrefillParams()
+					if err == nil {
+						err = checkFlags(p, true, false)
+					}
+					if err == nil {
+						p, err = c.DecodeParams(in)
+					}
+					if err == nil {
+						err = checkFlags(p, false, true)
+					}
+					if err != nil {
+						errs[w] = err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for w, err := range errs {
+			assert.NoError(t, err, "worker %d", w)
+		}
+	})
+}
+
+// checkFlags reports whether raw is a JSON object whose do_remote_decode
+// and do_remote_prefill are the JSON booleans decode and prefill.
+func checkFlags(raw json.RawMessage, decode, prefill bool) error {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return fmt.Errorf("not a JSON object: %q", raw)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return fmt.Errorf("not a JSON object: %w", err)
+	}
+	for _, f := range []struct {
+		key  string
+		want bool
+	}{{"do_remote_decode", decode}, {"do_remote_prefill", prefill}} {
+		v, ok := obj[f.key]
+		if !ok {
+			return fmt.Errorf("%s missing", f.key)
+		}
+		var got *bool
+		if err := json.Unmarshal(v, &got); err != nil || got == nil {
+			return errors.Join(fmt.Errorf("%s: %s is not a boolean", f.key, v), err)
+		}
+		if *got != f.want {
+			return fmt.Errorf("%s: got %t, want %t", f.key, *got, f.want)
+		}
+	}
+	return nil
+}
+
+// clobber overwrites b, as a caller that reuses a result's memory would.
+func clobber(b []byte) {
+	for i := range b {
+		b[i] = 'x'
+	}
+}
