@@ -1,0 +1,69 @@
+// Command coordinator serves OpenAI-compatible REST and the gRPC
+// CoordinatorService, driving each request through the configured pipeline
+// of steps across the worker pools behind the Inference Gateway.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+
+	"github.com/coordinator-project/coordinator/connectors/ec"
+	"github.com/coordinator-project/coordinator/connectors/kv"
+	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/rest"
+	"github.com/coordinator-project/coordinator/steps"
+)
+
+func main() {
+	flags := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	configPath := flags.String("config", "config/coordinator/coordinator.yaml", "path of the YAML config file")
+	verbosity := flags.Int("v", 0, "log verbosity 1 (warning) to 5 (trace); overrides log_level")
+	if err := flags.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	cfg, err := config.Load(*configPath, os.LookupEnv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "coordinator: %v\n", err)
+		os.Exit(1)
+	}
+	if *verbosity > 0 {
+		cfg.LogLevel = *verbosity
+	}
+	app := fx.New(App(cfg, service.NewLogger(os.Stderr, cfg.LogLevel)))
+	if err := app.Err(); err != nil {
+		fmt.Fprintf(os.Stderr, "coordinator: %v\n", err)
+		os.Exit(1)
+	}
+	app.Run()
+}
+
+// App is the whole coordinator for cfg: every module, and readiness that
+// turns on once both listeners serve and off first on shutdown.
+func App(cfg config.Config, log *slog.Logger) fx.Option {
+	fxLog := fx.NopLogger
+	if cfg.LogLevel >= 4 {
+		fxLog = fx.WithLogger(func() fxevent.Logger { return &fxevent.SlogLogger{Logger: log} })
+	}
+	return fx.Options(
+		fx.Supply(cfg, log),
+		fxLog,
+		kv.Module,
+		ec.Module,
+		steps.Module,
+		service.Module,
+		rest.Module,
+		fx.Invoke(func(lc fx.Lifecycle, ready *service.Readiness) {
+			lc.Append(fx.Hook{
+				OnStart: func(context.Context) error { ready.Set(true); return nil },
+				OnStop:  func(context.Context) error { ready.Set(false); return nil },
+			})
+		}),
+	)
+}

@@ -1,0 +1,11 @@
+package steps
+
+import "go.uber.org/fx"
+
+// Module provides the built-in step types to the "steps" group. A step
+// type is added by adding its constructor here; no other step changes.
+var Module = fx.Module("steps",
+	fx.Provide(
+		AsPlugin(NewDecodePlugin),
+	),
+)
