@@ -1,0 +1,225 @@
+// Package config is the coordinator's root config file: the reference
+// coordinator's YAML format (compat §2.2), COORDINATOR_* environment
+// overrides, defaults and startup validation.
+//
+// Each step's params stay a raw map here; a step decodes its own with
+// steps/params in its constructor. config/coordinator.yaml is the annotated
+// sample that documents every key.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Config is the whole config file. Keys are the `param` tags; every scalar key
+// can be overridden by the environment variable named in its doc
+// (see EnvPrefix).
+type Config struct {
+	// LogLevel is the log verbosity: 1 warning, 2 info, 3 verbose, 4 debug,
+	// 5 trace (logs redacted leg bodies). Key log_level, default 2,
+	// env COORDINATOR_LOG_LEVEL. The -v flag wins when given.
+	LogLevel int `param:"log_level"`
+	// Server is the inbound listeners.
+	Server Server `param:"server"`
+	// Gateway is the outbound client to the Inference Gateway.
+	Gateway Gateway `param:"gateway"`
+	// Pipeline is the ordered list of steps run for every request.
+	Pipeline Pipeline `param:"pipeline"`
+}
+
+// Server configures the inbound HTTP (REST, SSE) and gRPC listeners.
+type Server struct {
+	// ListenAddr is the HTTP listen address. Key server.listen_addr,
+	// default ":8080".
+	ListenAddr string `param:"listen_addr"`
+	// GRPCListenAddr is the gRPC listen address (coordinator extension).
+	// Key server.grpc_listen_addr, default ":9090".
+	GRPCListenAddr string `param:"grpc_listen_addr"`
+	// ReadTimeout bounds reading a whole request, body included.
+	// Key server.read_timeout, default 30s.
+	ReadTimeout time.Duration `param:"read_timeout"`
+	// WriteTimeout bounds writing a whole response; it is lifted for
+	// streaming requests. Key server.write_timeout, default 120s.
+	WriteTimeout time.Duration `param:"write_timeout"`
+	// ShutdownTimeout bounds the drain on SIGINT/SIGTERM.
+	// Key server.shutdown_timeout, default 25s.
+	ShutdownTimeout time.Duration `param:"shutdown_timeout"`
+	// MaxRequestBodySize caps a request body, in megabytes (MiB); larger
+	// bodies get 413. Key server.max_request_body_size, default 64 (0 means
+	// the default), env COORDINATOR_SERVER_MAX_REQUEST_BODY_SIZE.
+	MaxRequestBodySize int `param:"max_request_body_size"`
+}
+
+// Gateway configures the HTTP client the phase steps use to reach the
+// Inference Gateway.
+type Gateway struct {
+	// Address is the gateway's base URL; request paths are appended to it
+	// verbatim. Required; an http(s) URL with a host; one trailing "/" is
+	// dropped. Key gateway.address.
+	Address string `param:"address"`
+	// MaxIdleConnsPerHost caps the keep-alive pool.
+	// Key gateway.max_idle_conns_per_host, default 100.
+	MaxIdleConnsPerHost int `param:"max_idle_conns_per_host"`
+	// IdleConnTimeout is how long an idle keep-alive connection lives.
+	// Key gateway.idle_conn_timeout, default 90s.
+	IdleConnTimeout time.Duration `param:"idle_conn_timeout"`
+	// Timeout is the response-header timeout of each outbound call; body
+	// streaming is not bounded by it. Key gateway.timeout, default 60s.
+	Timeout time.Duration `param:"timeout"`
+}
+
+// Pipeline is the ordered list of steps and the pipeline-wide values the
+// builder injects into each step's params when the step does not set them.
+type Pipeline struct {
+	// KVConnector names the KV transfer connector (kv-nixl,
+	// kv-shared-storage, kv-sglang); empty means the steps' default,
+	// kv-shared-storage. Key pipeline.kv_connector.
+	KVConnector string `param:"kv_connector"`
+	// ECConnector names the EC transfer connector (ec-nixl,
+	// ec-shared-storage); empty means ec-shared-storage.
+	// Key pipeline.ec_connector.
+	ECConnector string `param:"ec_connector"`
+	// UseOpenAIFormat selects the encode and prefill wire format: true posts
+	// on the client's OpenAI path, false on /inference/v1/generate with the
+	// token IDs render produced. Key pipeline.use_openai_format, default
+	// true, env COORDINATOR_PIPELINE_USE_OPENAI_FORMAT.
+	UseOpenAIFormat bool `param:"use_openai_format"`
+	// Steps run in this order. Key pipeline.steps; not settable by env.
+	Steps []Step `param:"steps"`
+}
+
+// Step is one pipeline entry: a step type and its params.
+type Step struct {
+	// Type is the step's config name, e.g. "render". Required.
+	Type string `param:"type"`
+	// Params is the step's params as YAML decoded them (int, float64, bool,
+	// string, []any, map[string]any values); never nil after Load. The step
+	// decodes it with steps/params.
+	Params map[string]any `param:"params"`
+}
+
+// renderStep is the config name of the step that produces token IDs.
+const renderStep = "render"
+
+const (
+	mib                       = 1 << 20
+	defaultMaxRequestBodySize = 64
+	maxMaxRequestBodySize     = (math.MaxInt64 - 1) / mib
+)
+
+// Default returns the config with every default set and no gateway address
+// and no steps.
+func Default() Config {
+	return Config{
+		LogLevel: 2,
+		Server: Server{
+			ListenAddr:         ":8080",
+			GRPCListenAddr:     ":9090",
+			ReadTimeout:        30 * time.Second,
+			WriteTimeout:       120 * time.Second,
+			ShutdownTimeout:    25 * time.Second,
+			MaxRequestBodySize: defaultMaxRequestBodySize,
+		},
+		Gateway: Gateway{
+			MaxIdleConnsPerHost: 100,
+			IdleConnTimeout:     90 * time.Second,
+			Timeout:             60 * time.Second,
+		},
+		Pipeline: Pipeline{UseOpenAIFormat: true},
+	}
+}
+
+// MaxRequestBodyBytes is MaxRequestBodySize in bytes (the default when 0).
+func (s Server) MaxRequestBodyBytes() int64 {
+	if s.MaxRequestBodySize == 0 {
+		return defaultMaxRequestBodySize * mib
+	}
+	return int64(s.MaxRequestBodySize) * mib
+}
+
+// Validate reports the first invalid value, naming its key.
+func (c Config) Validate() error {
+	if c.LogLevel < 1 || c.LogLevel > 5 {
+		return fmt.Errorf("log_level: must be between 1 and 5, got %d", c.LogLevel)
+	}
+	if err := c.Server.validate(); err != nil {
+		return err
+	}
+	if err := c.Gateway.validate(); err != nil {
+		return err
+	}
+	return c.Pipeline.Validate()
+}
+
+func (s Server) validate() error {
+	switch n := s.MaxRequestBodySize; {
+	case s.ListenAddr == "":
+		return errors.New("server.listen_addr: required")
+	case s.GRPCListenAddr == "":
+		return errors.New("server.grpc_listen_addr: required")
+	case n < 0:
+		return fmt.Errorf("server.max_request_body_size must be positive, got %d", n)
+	case n > maxMaxRequestBodySize:
+		return fmt.Errorf("server.max_request_body_size must be at most %d, got %d", maxMaxRequestBodySize, n)
+	}
+	return positive(
+		keyed{"server.read_timeout", s.ReadTimeout},
+		keyed{"server.write_timeout", s.WriteTimeout},
+		keyed{"server.shutdown_timeout", s.ShutdownTimeout},
+	)
+}
+
+func (g Gateway) validate() error {
+	if g.Address == "" {
+		return errors.New("gateway.address: required")
+	}
+	u, err := url.Parse(g.Address)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return fmt.Errorf("gateway.address: must be an http(s) URL with a host, got %q", g.Address)
+	}
+	if g.MaxIdleConnsPerHost < 0 {
+		return fmt.Errorf("gateway.max_idle_conns_per_host: must not be negative, got %d", g.MaxIdleConnsPerHost)
+	}
+	return positive(
+		keyed{"gateway.idle_conn_timeout", g.IdleConnTimeout},
+		keyed{"gateway.timeout", g.Timeout},
+	)
+}
+
+// keyed is a duration and its key, for positive.
+type keyed struct {
+	key string
+	d   time.Duration
+}
+
+// positive rejects the first duration that is not above zero.
+func positive(durations ...keyed) error {
+	for _, k := range durations {
+		if k.d <= 0 {
+			return fmt.Errorf("%s: must be positive, got %s", k.key, k.d)
+		}
+	}
+	return nil
+}
+
+// Validate checks the step list: every step has a type, and the tokens-in
+// format (use_openai_format false) has a render step to produce its token IDs
+// (compat §2.3 point 1).
+func (p Pipeline) Validate() error {
+	for i, s := range p.Steps {
+		if strings.TrimSpace(s.Type) == "" {
+			return fmt.Errorf("pipeline.steps[%d].type: required", i)
+		}
+	}
+	hasRender := slices.ContainsFunc(p.Steps, func(s Step) bool { return s.Type == renderStep })
+	if !p.UseOpenAIFormat && !hasRender {
+		return errors.New(`pipeline.use_openai_format=false requires a "render" step (the tokens-in format sends token IDs that render produces)`)
+	}
+	return nil
+}
