@@ -1,0 +1,69 @@
+package steps
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordinator-project/coordinator/steps/steptest"
+)
+
+func response(contentType, body string) *http.Response {
+	return &http.Response{
+		StatusCode: http.StatusOK,
+		Header:     http.Header{"Content-Type": []string{contentType}},
+		Body:       io.NopCloser(strings.NewReader(body)),
+	}
+}
+
+func TestRelayEvents(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		body string
+		want []string
+	}{
+		{name: "openai chunks and done", body: "data: {\"a\":1}\n\ndata: {\"a\":2}\n\ndata: [DONE]\n\n", want: []string{`{"a":1}`, `{"a":2}`, "[DONE]"}},
+		{name: "crlf line endings", body: "data: x\r\n\r\ndata: y\r\n\r\n", want: []string{"x", "y"}},
+		{name: "no space after colon", body: "data:x\n\n", want: []string{"x"}},
+		{name: "multi-line data joined", body: "data: a\ndata: b\n\n", want: []string{"a\nb"}},
+		{name: "comments and other fields dropped", body: ": ping\nevent: message\nid: 7\ndata: x\n\n", want: []string{"x"}},
+		{name: "last event without blank line", body: "data: x\n\ndata: tail", want: []string{"x", "tail"}},
+		{name: "empty stream", body: "", want: []string{}},
+		{name: "long event beyond the read buffer", body: "data: " + strings.Repeat("z", 100<<10) + "\n\n", want: []string{strings.Repeat("z", 100<<10)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sink := &steptest.Sink{}
+			require.NoError(t, relay(response("text/event-stream; charset=utf-8", tt.body), sink))
+			assert.Equal(t, tt.want, sink.EventStrings())
+			assert.Zero(t, sink.Status, "a stream is not a whole response")
+		})
+	}
+}
+
+func TestRelayJSONPassesBytesThrough(t *testing.T) {
+	t.Parallel()
+	sink := &steptest.Sink{}
+	body := `{"id":"x",  "choices":[]}`
+	require.NoError(t, relay(response("application/json", body), sink))
+	assert.Equal(t, http.StatusOK, sink.Status)
+	assert.Equal(t, "application/json", sink.ContentType)
+	assert.Equal(t, body, string(sink.Body))
+	assert.Empty(t, sink.Events)
+}
+
+func TestRelayStopsWhenTheSinkFails(t *testing.T) {
+	t.Parallel()
+	gone := errors.New("client gone")
+	sink := &steptest.Sink{FailAfter: 1, Err: gone}
+	err := relay(response("text/event-stream", "data: 1\n\ndata: 2\n\ndata: 3\n\n"), sink)
+	assert.ErrorIs(t, err, gone)
+	assert.Equal(t, []string{"1"}, sink.EventStrings())
+}
