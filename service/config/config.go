@@ -3,7 +3,7 @@
 // overrides, defaults and startup validation.
 //
 // Each step's params stay a raw map here; a step decodes its own with
-// steps/params in its constructor. config/coordinator.yaml is the annotated
+// steps/params in its constructor. config/coordinator/coordinator.yaml is the annotated
 // sample that documents every key.
 package config
 

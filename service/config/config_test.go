@@ -17,7 +17,7 @@ import (
 
 const (
 	referencePath = "testdata/reference-coordinator.yaml"
-	samplePath    = "../../config/coordinator.yaml"
+	samplePath    = "../../config/coordinator/coordinator.yaml"
 	minimal       = "gateway:\n  address: http://gw:80\n"
 )
 

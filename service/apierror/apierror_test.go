@@ -1,0 +1,90 @@
+package apierror_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/coordinator-project/coordinator/service/apierror"
+	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/upstream"
+)
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "timeout awaiting response headers" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+var _ net.Error = timeoutErr{}
+
+func TestFromErrorAndHTTPStatus(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		err        error
+		code       codes.Code
+		httpStatus int
+		message    string
+		relayBody  string
+	}{
+		{name: "client fault", err: fmt.Errorf("step \"render\": %w", steps.Invalidf("prompt must be a string or token array")),
+			code: codes.InvalidArgument, httpStatus: 400, message: "prompt must be a string or token array (request_id: rid)"},
+		{name: "render 422 passes through without its body", err: &upstream.StatusError{Leg: "render", StatusCode: 422, Body: []byte("bad tokens")},
+			code: codes.InvalidArgument, httpStatus: 422, message: "render rejected the request: HTTP 422 (request_id: rid)"},
+		{name: "prefill 429", err: &upstream.StatusError{Leg: "prefill", StatusCode: 429},
+			code: codes.ResourceExhausted, httpStatus: 429, message: "prefill rejected the request: HTTP 429"},
+		{name: "encode 503 is a bad gateway", err: &upstream.StatusError{Leg: "encode[1]", StatusCode: 503},
+			code: codes.Unavailable, httpStatus: 502, message: "encode[1] failed: HTTP 503"},
+		{name: "decode 404 is relayed", err: &upstream.StatusError{Leg: "decode", StatusCode: 404, Body: []byte(`{"e":1}`), ContentType: "application/json", Relay: true},
+			code: codes.NotFound, httpStatus: 404, relayBody: `{"e":1}`},
+		{name: "decode 503 is relayed too", err: &upstream.StatusError{Leg: "decode", StatusCode: 503, Relay: true},
+			code: codes.Unavailable, httpStatus: 503},
+		{name: "transport error", err: &upstream.TransportError{Leg: "prefill", Err: errors.New("connection refused")},
+			code: codes.Unavailable, httpStatus: 502, message: "prefill unreachable (request_id: rid)"},
+		{name: "leg timeout", err: &upstream.TransportError{Leg: "decode", Err: timeoutErr{}},
+			code: codes.DeadlineExceeded, httpStatus: 504, message: "decode timed out"},
+		{name: "client cancel", err: fmt.Errorf("decode: %w", context.Canceled), code: codes.Canceled, httpStatus: 499},
+		{name: "anything else", err: errors.New("render returned 2 mm_hashes but expected 1"),
+			code: codes.Internal, httpStatus: 502, message: "internal error (request_id: rid)"},
+		{name: "a status passes through", err: status.Error(codes.InvalidArgument, "request_id: bad"), code: codes.InvalidArgument, httpStatus: 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			st := apierror.FromError(tt.err, "rid")
+			assert.Equal(t, tt.code, st.Code())
+			assert.Equal(t, tt.httpStatus, apierror.HTTPStatus(st))
+			assert.Contains(t, st.Message(), tt.message)
+			assert.NotContains(t, st.Message(), "bad tokens", "upstream bodies never reach the message")
+			// The status must survive the trip through gRPC's wire form.
+			roundTrip := status.Convert(st.Err())
+			assert.Equal(t, tt.httpStatus, apierror.HTTPStatus(roundTrip))
+			if u := apierror.UpstreamDetail(roundTrip); u != nil && u.GetRelay() {
+				assert.Equal(t, tt.relayBody, string(u.GetBody()))
+			} else {
+				assert.Empty(t, tt.relayBody)
+			}
+		})
+	}
+}
+
+func TestHTTPStatusOfPlainCodes(t *testing.T) {
+	t.Parallel()
+	tests := map[codes.Code]int{
+		codes.OK: 200, codes.InvalidArgument: 400, codes.ResourceExhausted: 413, codes.Unimplemented: 501,
+		codes.DeadlineExceeded: 504, codes.Unavailable: 503, codes.Internal: 502, codes.Unknown: 502,
+	}
+	for code, want := range tests {
+		require.Equal(t, want, apierror.HTTPStatus(status.New(code, "x")), code.String())
+	}
+	assert.Equal(t, http.StatusBadGateway, apierror.HTTPStatus(status.New(codes.DataLoss, "x")))
+}
