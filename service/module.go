@@ -32,6 +32,7 @@ var Module = fx.Module("service",
 		NewReadiness,
 		newGRPCServer,
 		newInProcess,
+		NewAddresses,
 	),
 	fx.Invoke(serveGRPC),
 )
@@ -90,13 +91,14 @@ func newInProcess(cfg config.Config) (*InProcess, error) {
 // serveGRPC listens on server.grpc_listen_addr at start (a busy port fails
 // startup) and serves there and in process; at stop it drains calls for up
 // to server.shutdown_timeout, then closes what is left.
-func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, in *InProcess, cfg config.Config, ready *Readiness, log *slog.Logger) {
+func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, in *InProcess, cfg config.Config, ready *Readiness, addrs *Addresses, log *slog.Logger) {
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
 			lis, err := net.Listen("tcp", cfg.Server.GRPCListenAddr)
 			if err != nil {
 				return fmt.Errorf("server.grpc_listen_addr: %w", err)
 			}
+			addrs.SetGRPC(lis.Addr().String())
 			log.Info("grpc listening", "addr", lis.Addr().String())
 			go serve(srv, lis, log)
 			go serve(srv, in.listener, log)

@@ -44,7 +44,7 @@ func NewServer(h http.Handler, cfg config.Server) *http.Server {
 
 // serveHTTP listens at start (a busy port fails startup) and drains for up
 // to server.shutdown_timeout at stop.
-func serveHTTP(lc fx.Lifecycle, h *Handler, cfg config.Config, log *slog.Logger) {
+func serveHTTP(lc fx.Lifecycle, h *Handler, cfg config.Config, addrs *service.Addresses, log *slog.Logger) {
 	srv := NewServer(h, cfg.Server)
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
@@ -52,6 +52,7 @@ func serveHTTP(lc fx.Lifecycle, h *Handler, cfg config.Config, log *slog.Logger)
 			if err != nil {
 				return fmt.Errorf("server.listen_addr: %w", err)
 			}
+			addrs.SetREST(lis.Addr().String())
 			log.Info("rest listening", "addr", lis.Addr().String())
 			go func() {
 				if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
