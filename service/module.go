@@ -37,13 +37,18 @@ var Module = fx.Module("service",
 	fx.Invoke(serveGRPC),
 )
 
-func newGatewayClient(cfg config.Config) (*upstream.Client, error) {
-	return upstream.New(upstream.Options{
+func newGatewayClient(lc fx.Lifecycle, cfg config.Config) (*upstream.Client, error) {
+	c, err := upstream.New(upstream.Options{
 		Address:               cfg.Gateway.Address,
 		MaxIdleConnsPerHost:   cfg.Gateway.MaxIdleConnsPerHost,
 		IdleConnTimeout:       cfg.Gateway.IdleConnTimeout,
 		ResponseHeaderTimeout: cfg.Gateway.Timeout,
 	})
+	if err != nil {
+		return nil, err
+	}
+	lc.Append(fx.StopHook(c.Close))
+	return c, nil
 }
 
 func newPipeline(plugins []steps.Plugin, cfg config.Config) (*steps.Pipeline, error) {

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/coordinator-project/coordinator/sim"
+	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/config"
+)
+
+// stack is the coordinator app, started from a config, in front of a
+// gateway (the simulator unless a test brings its own).
+type stack struct {
+	restURL string
+	conn    *grpc.ClientConn
+	client  *http.Client
+}
+
+// startStack starts the real fx app on 127.0.0.1:0 with the YAML pipeline
+// section given, and stops it when the test ends.
+func startStack(t *testing.T, gatewayURL, renderURL, extraYAML string) *stack {
+	t.Helper()
+	yaml := fmt.Sprintf(`
+log_level: 1
+server:
+  listen_addr: "127.0.0.1:0"
+  grpc_listen_addr: "127.0.0.1:0"
+  max_request_body_size: 1
+gateway:
+  address: %q
+%s`, gatewayURL, strings.ReplaceAll(extraYAML, "RENDER_URL", renderURL))
+	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	var addrs *service.Addresses
+	app := fxtest.New(t, App(cfg, service.NewLogger(io.Discard, cfg.LogLevel)), fx.Populate(&addrs))
+	app.RequireStart()
+	t.Cleanup(app.RequireStop)
+	conn, err := grpc.NewClient(addrs.GRPC(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
+	t.Cleanup(client.CloseIdleConnections)
+	return &stack{restURL: "http://" + addrs.REST(), conn: conn, client: client}
+}
+
+const decodeOnly = `
+pipeline:
+  steps:
+    - type: decode
+`
+
+// startSim starts the simulator's gateway and render service on loopback.
+func startSim(t *testing.T, opts sim.Options) (*sim.Sim, string, string) {
+	t.Helper()
+	s := sim.New(opts)
+	gw := httptest.NewServer(s.Gateway())
+	t.Cleanup(gw.Close)
+	render := httptest.NewServer(s.Render())
+	t.Cleanup(render.Close)
+	return s, gw.URL, render.URL
+}
+
+func (s *stack) post(t *testing.T, path, body string, header http.Header) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.restURL+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := s.client.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func readAll(t *testing.T, r io.Reader) string {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// sseData reads a server-sent event stream to its end and returns each
+// event's data.
+func sseData(t *testing.T, r io.Reader) []string {
+	t.Helper()
+	var events []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			events = append(events, data)
+		}
+	}
+	require.NoError(t, sc.Err())
+	return events
+}
+
+
