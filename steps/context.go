@@ -74,9 +74,10 @@ type RequestContext struct {
 	TokenIDs []uint32
 	// Multimodal lists the prompt's images in order.
 	Multimodal []MultimodalEntry
-	// ECParams is the ec_transfer_params object for the prefill leg, nil
-	// when there is none.
-	ECParams json.RawMessage
+	// ECDescriptors holds the ec_transfer_params object each encode leg
+	// answered with, in multimodal entry order (nil: that encoder sent
+	// none). The prefill step's EC connector merges them.
+	ECDescriptors []json.RawMessage
 	// KVParams is the kv_transfer_params object the prefill worker answered
 	// with; nil when it sent none. PrefillDone says whether a prefill ran.
 	KVParams    json.RawMessage
