@@ -1,0 +1,80 @@
+package jsonbody_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordinator-project/coordinator/steps/jsonbody"
+)
+
+func TestParseArray(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{"empty", `[]`, []string{}},
+		{"empty with space", " [ \n ] ", []string{}},
+		{"scalars", `[1,"a",true,null,-2.5e1]`, []string{`1`, `"a"`, `true`, `null`, `-2.5e1`}},
+		{"whitespace trimmed", "[ 1 ,\n\"a\" ]", []string{`1`, `"a"`}},
+		{"nested kept whole", `[[1, 2],{"a":[]}, {}]`, []string{`[1, 2]`, `{"a":[]}`, `{}`}},
+		{"strings with brackets", `["]", "[,"]`, []string{`"]"`, `"[,"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			elems, err := jsonbody.ParseArray([]byte(tt.in))
+			require.NoError(t, err)
+			require.NotNil(t, elems)
+			got := make([]string, len(elems))
+			for i, e := range elems {
+				got[i] = string(e)
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestParseArrayErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		in       string
+		notArray bool
+		tooDeep  bool
+		syntax   string
+	}{
+		{name: "object", in: `{}`, notArray: true},
+		{name: "null", in: `null`, notArray: true},
+		{name: "string", in: `"[]"`, notArray: true},
+		{name: "empty", in: ``, syntax: "unexpected end of JSON input at offset 0"},
+		{name: "invalid object", in: `{"a"`, syntax: "unexpected end of JSON input at offset 4"},
+		{name: "trailing comma", in: `[1,]`, syntax: "invalid character ']' looking for beginning of value at offset 3"},
+		{name: "trailing garbage", in: `[1]]`, syntax: "invalid character ']' after top-level value at offset 3"},
+		{name: "trailing garbage after empty", in: `[] x`, syntax: "invalid character 'x' after top-level value at offset 3"},
+		{name: "missing comma", in: `[1 2]`, syntax: "invalid character '2' after array element at offset 3"},
+		{name: "unclosed", in: `[1`, syntax: "unexpected end of JSON input at offset 2"},
+		{name: "too deep", in: strings.Repeat("[", jsonbody.MaxDepth+1), tooDeep: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			elems, err := jsonbody.ParseArray([]byte(tt.in))
+			assert.Nil(t, elems)
+			switch {
+			case tt.notArray:
+				assert.ErrorIs(t, err, jsonbody.ErrNotArray)
+			case tt.tooDeep:
+				assert.ErrorIs(t, err, jsonbody.ErrTooDeep)
+			default:
+				var se *jsonbody.SyntaxError
+				require.ErrorAs(t, err, &se)
+				assert.EqualError(t, err, tt.syntax)
+			}
+		})
+	}
+}
