@@ -1,0 +1,57 @@
+// Package sim is an embedded simulator of everything the coordinator talks
+// to: the Inference Gateway with its encode, prefill and decode worker pools
+// (vLLM wire format), and the render service (vLLM render, tokenizing with
+// cl100k_base). It serves `make run`, the end-to-end tests and the
+// benchmarks without a GPU. Production code must never import it.
+//
+// Workers answer deterministically, so tests can check every value: chat and
+// completions text is [Sentence] cut into its cl100k_base tokens and repeated
+// to length; tokens-in (/inference/v1/generate) answers carry the IDs of
+// [CompletionTokens]; with sampling_params.logprobs = k each generate choice
+// carries vLLM's ChatCompletionLogProbs shape,
+// {"content":[{"token":"token_id:<id>","logprob":..,"bytes":null,
+// "top_logprobs":[k × {"token":"token_id:<id>","logprob":..,"bytes":null}]}]},
+// from [TokenLogprob] and [TopLogprobs]. Chat and completions answers carry
+// "logprobs": null. Usage counts the prompt's token IDs, or one token per four
+// bytes of messages/prompt JSON when the body carries none. A request without
+// max_tokens gets [Options.OutputTokens] tokens and finish_reason "stop";
+// with it, exactly max_tokens and "length".
+//
+// # Gateway
+//
+// [Sim.Gateway] dispatches on the EPP-Profile header (case-insensitive) to the
+// encode, prefill or decode pool; a request without the header goes to decode,
+// the EPP default profile. A decode leg whose Prefer header holds the token
+// if-available (case-insensitive, comma list) is answered 412 unless the same
+// prompt was served before by the decode or prefill pool; the prompt key is the
+// model plus the prompt token IDs (tokens.token_ids, a token-array prompt or
+// token_ids, with the image mm_hashes) or, without IDs, the messages or prompt
+// text. The match is exact, not a real prefix match.
+//
+// # Strict mode
+//
+// With [Options.Strict] every leg that breaks the coordinator's wire contract
+// is answered 400 with a vLLM-shaped error whose message starts with "sim: "
+// and names the rule (see strict.go). Request IDs must be unique per client
+// request: the decode check looks up the prefill that ran for the same
+// x-request-id.
+//
+// # Faults
+//
+// A test picks a fault per request with a header the coordinator forwards to
+// every leg:
+//
+//	X-Sim-Fault: <target>=<fault>[, <target>=<fault>...]
+//
+// Targets: encode, prefill, decode (decode legs without Prefer: if-available,
+// and the direct [Sim.Worker]), conditional (decode legs with Prefer:
+// if-available), render. Faults:
+//
+//	status:<code>     answer <code> (400-599) with a vLLM-shaped JSON error body
+//	hang              send nothing until the client goes away
+//	reset-mid-stream  send the headers and the first token (or half the JSON
+//	                  body), then abort the connection
+//
+// A malformed X-Sim-Fault header is answered 400. Example:
+// "X-Sim-Fault: prefill=status:500, decode=hang".
+package sim

@@ -1,0 +1,192 @@
+package sim
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseFaults(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		values  []string
+		want    faultSet
+		wantErr string
+	}{
+		{name: "absent"},
+		{name: "status", values: []string{"decode=status:503"}, want: faultSet{"decode": {kind: faultStatus, status: 503}}},
+		{name: "list and spaces", values: []string{" Prefill = status:500 , encode=hang,"},
+			want: faultSet{"prefill": {kind: faultStatus, status: 500}, "encode": {kind: faultHang}}},
+		{name: "several values", values: []string{"render=status:429", "conditional=reset-mid-stream"},
+			want: faultSet{"render": {kind: faultStatus, status: 429}, "conditional": {kind: faultReset}}},
+		{name: "unknown target", values: []string{"gateway=hang"}, wantErr: `sim: invalid X-Sim-Fault entry "gateway=hang"`},
+		{name: "no equals", values: []string{"decode"}, wantErr: `sim: invalid X-Sim-Fault entry "decode"`},
+		{name: "unknown fault", values: []string{"decode=explode"}, wantErr: `sim: invalid X-Sim-Fault fault "explode"`},
+		{name: "status not a number", values: []string{"decode=status:abc"}, wantErr: `sim: invalid X-Sim-Fault fault "status:abc"`},
+		{name: "status out of range", values: []string{"decode=status:200"}, wantErr: `sim: invalid X-Sim-Fault fault "status:200"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := parseFaults(http.Header{FaultHeader: tc.values})
+			if tc.wantErr != "" {
+				require.NotNil(t, err)
+				assert.Equal(t, http.StatusBadRequest, err.status)
+				assert.True(t, strings.HasPrefix(err.message, tc.wantErr), err.message)
+				return
+			}
+			require.Nil(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestFaultStatus(t *testing.T) {
+	t.Parallel()
+	const decodeBody = `{"messages":[]}`
+	tests := []struct {
+		name, fault, profile, prefer, path, body string
+		render                                   bool
+		wantStatus                               int
+		wantType                                 string
+	}{
+		{name: "decode 503", fault: "decode=status:503", profile: "decode", path: pathChat, body: decodeBody,
+			wantStatus: 503, wantType: "ServiceUnavailableError"},
+		{name: "prefill 500", fault: "prefill=status:500", profile: "prefill", path: pathChat, body: prefillChatBody,
+			wantStatus: 500, wantType: "InternalServerError"},
+		{name: "encode 429", fault: "encode=status:429", profile: "encode", path: pathChat, body: `{}`,
+			wantStatus: 429, wantType: "RateLimitError"},
+		{name: "conditional 500", fault: "conditional=status:500", profile: "decode", prefer: "if-available", path: pathChat, body: decodeBody,
+			wantStatus: 500, wantType: "InternalServerError"},
+		{name: "render 422", fault: "render=status:422", render: true, path: pathChatRender, body: `{"messages":[]}`,
+			wantStatus: 422, wantType: "UnprocessableEntityError"},
+		{name: "decode fault spares conditional", fault: "decode=status:503", profile: "decode", prefer: "if-available", path: pathChat, body: decodeBody,
+			wantStatus: 412, wantType: "PreconditionFailedError"},
+		{name: "other profile untouched", fault: "prefill=status:500", profile: "decode", path: pathChat, body: decodeBody,
+			wantStatus: 200},
+		{name: "malformed header", fault: "decode=boom", profile: "decode", path: pathChat, body: decodeBody,
+			wantStatus: 400, wantType: "BadRequestError"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := strictEnv(t)
+			h := legHeader(tc.profile, "fault-1")
+			h.Set(FaultHeader, tc.fault)
+			if tc.prefer != "" {
+				h.Set("Prefer", tc.prefer)
+			}
+			url := e.gateway.URL
+			if tc.render {
+				url = e.render.URL
+			}
+			resp := post(t, url+tc.path, h, tc.body)
+			require.Equal(t, tc.wantStatus, resp.status, "body: %s", resp.body)
+			if tc.wantType == "" {
+				return
+			}
+			got := errorOf(t, resp.body)
+			assert.Equal(t, tc.wantType, got.Type)
+			assert.Equal(t, tc.wantStatus, got.Code)
+		})
+	}
+}
+
+func TestFaultStatusOnDirectWorker(t *testing.T) {
+	t.Parallel()
+	e := strictEnv(t)
+	h := legHeader("", "")
+	h.Set(FaultHeader, "decode=status:502")
+	resp := post(t, e.worker.URL+pathChat, h, `{"messages":[]}`)
+	require.Equal(t, http.StatusBadGateway, resp.status)
+	assert.Equal(t, "sim: injected fault status:502", errorOf(t, resp.body).Message)
+}
+
+func TestFaultHang(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, fault, profile, path string
+		render                     bool
+	}{
+		{name: "decode", fault: "decode=hang", profile: "decode", path: pathChat},
+		{name: "encode", fault: "encode=hang", profile: "encode", path: pathChat},
+		{name: "render", fault: "render=hang", render: true, path: pathChatRender},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := New(Options{Strict: true})
+			handler := s.Gateway()
+			if tc.render {
+				handler = s.Render()
+			}
+			h, started, done := handlerDone(handler)
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+
+			ctx, cancel := context.WithCancel(t.Context())
+			errc := make(chan error, 1)
+			go func() {
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+tc.path, strings.NewReader(`{"messages":[]}`))
+				if err == nil {
+					req.Header = legHeader(tc.profile, "hang-1")
+					req.Header.Set(FaultHeader, tc.fault)
+					var resp *http.Response
+					if resp, err = http.DefaultClient.Do(req); err == nil {
+						resp.Body.Close()
+					}
+				}
+				errc <- err
+			}()
+			waitClosed(t, started, "start")
+			cancel()
+			waitClosed(t, done, tc.name)
+			assert.ErrorIs(t, <-errc, context.Canceled)
+			legs := s.Legs()
+			require.Len(t, legs, 1)
+			assert.Zero(t, legs[0].Status, "a hung leg never answered")
+		})
+	}
+}
+
+func TestFaultResetMidStream(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, Options{Strict: true, OutputTokens: 8})
+	tests := []struct {
+		name, path, body string
+		stream           bool
+	}{
+		{name: "stream", path: pathChat, body: `{"messages":[],"stream":true}`, stream: true},
+		{name: "json", path: pathChat, body: `{"messages":[]}`},
+		{name: "generate stream", path: pathGenerate, body: `{"token_ids":[1],"sampling_params":{},"stream":true}`, stream: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.gateway.URL+tc.path, strings.NewReader(tc.body))
+			require.NoError(t, err)
+			req.Header = legHeader("decode", "reset-1")
+			req.Header.Set(FaultHeader, "decode=reset-mid-stream")
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			br := bufio.NewReader(resp.Body)
+			if tc.stream {
+				line, err := br.ReadString('\n')
+				require.NoError(t, err)
+				assert.True(t, strings.HasPrefix(line, "data: {"), line)
+			}
+			_, err = io.ReadAll(br)
+			assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "the connection is cut before the end")
+		})
+	}
+}

@@ -1,0 +1,291 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// generation is one answer a prefill or decode worker produces.
+type generation struct {
+	format  format
+	id      string // response id, or request_id for generate
+	model   string
+	created int64
+	tokens  int // per choice
+	n       int
+	finish  string
+	// prompt seeds the generate token IDs and logprobs.
+	prompt       []uint32
+	promptTokens int
+	stream       bool
+	includeUsage bool
+	logprobs     int // top-k of generate logprobs, -1 for none
+	// kv is the prefill's kv_transfer_params answer (nil on decode).
+	kv    json.RawMessage
+	reset bool
+	ttft  time.Duration
+	delay time.Duration
+}
+
+func (s *Sim) newGeneration(call legCall, req *workerRequest, model string) *generation {
+	g := &generation{
+		format:       req.format,
+		model:        model,
+		created:      s.opts.Now().Unix(),
+		tokens:       s.opts.OutputTokens,
+		n:            int(req.choices()),
+		finish:       "stop",
+		prompt:       req.promptIDs,
+		promptTokens: req.promptTokens(),
+		stream:       req.stream(),
+		logprobs:     int(req.logprobs()),
+		reset:        call.fault.kind == faultReset,
+		delay:        s.opts.TokenDelay,
+	}
+	if m := req.maxTokens(); m != nil {
+		g.tokens = int(*m)
+		g.finish = "length"
+	}
+	if call.role == roleDecode {
+		g.ttft = s.opts.TTFT
+	}
+	if g.stream && !isNull(req.StreamOptions) {
+		var so struct {
+			IncludeUsage bool `json:"include_usage"`
+		}
+		_ = json.Unmarshal(req.StreamOptions, &so)
+		g.includeUsage = so.IncludeUsage
+	}
+	g.id = s.responseID(req, call.requestID)
+	return g
+}
+
+// responseID follows vLLM: chatcmpl-<id> and cmpl-<id> from the request id
+// header; generate echoes the body's request_id.
+func (s *Sim) responseID(req *workerRequest, headerID string) string {
+	base := headerID
+	if base == "" {
+		base = req.RequestID
+	}
+	if base == "" {
+		base = s.fallbackID()
+	}
+	switch req.format {
+	case formatChat:
+		return "chatcmpl-" + base
+	case formatCompletions:
+		return "cmpl-" + base
+	}
+	if req.RequestID != "" {
+		return req.RequestID
+	}
+	return base
+}
+
+// word is the token at position i of choice c.
+func (g *generation) word(c, i int) sentenceToken {
+	if g.format == formatGenerate {
+		return wordAt(completionStart(g.prompt, c) + i)
+	}
+	return wordAt(i)
+}
+
+// write answers as JSON or SSE, honouring the delays and ctx.
+func (g *generation) write(ctx context.Context, w http.ResponseWriter) {
+	if g.stream {
+		g.writeStream(ctx, w)
+		return
+	}
+	wait := g.ttft + time.Duration(g.tokens-1)*g.delay
+	if !sleep(ctx, wait) {
+		return
+	}
+	body, err := json.Marshal(g.response())
+	if err != nil {
+		writeError(w, &apiError{status: http.StatusInternalServerError, message: "sim: encode response: " + err.Error()})
+		return
+	}
+	writeRaw(w, "application/json", body, g.reset)
+}
+
+// writeRaw answers 200 with body; with reset it sends half of it and aborts
+// the connection.
+func writeRaw(w http.ResponseWriter, contentType string, body []byte, reset bool) {
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if !reset {
+		_, _ = w.Write(body)
+		return
+	}
+	_, _ = w.Write(body[:len(body)/2])
+	_ = http.NewResponseController(w).Flush()
+	abortConnection()
+}
+
+// sleep waits d or until ctx ends; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+func (g *generation) usage() usage {
+	c := g.tokens * g.n
+	return usage{PromptTokens: g.promptTokens, CompletionTokens: c, TotalTokens: g.promptTokens + c}
+}
+
+type chatResponse struct {
+	ID               string          `json:"id"`
+	Object           string          `json:"object"`
+	Created          int64           `json:"created"`
+	Model            string          `json:"model"`
+	Choices          []chatChoice    `json:"choices"`
+	Usage            usage           `json:"usage"`
+	KVTransferParams json.RawMessage `json:"kv_transfer_params,omitempty"`
+}
+
+type chatChoice struct {
+	Index        int             `json:"index"`
+	Message      chatMessageOut  `json:"message"`
+	Logprobs     json.RawMessage `json:"logprobs"`
+	FinishReason string          `json:"finish_reason"`
+}
+
+type chatMessageOut struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type completionResponse struct {
+	ID               string             `json:"id"`
+	Object           string             `json:"object"`
+	Created          int64              `json:"created"`
+	Model            string             `json:"model"`
+	Choices          []completionChoice `json:"choices"`
+	Usage            usage              `json:"usage"`
+	KVTransferParams json.RawMessage    `json:"kv_transfer_params,omitempty"`
+}
+
+type completionChoice struct {
+	Index        int             `json:"index"`
+	Text         string          `json:"text"`
+	Logprobs     json.RawMessage `json:"logprobs"`
+	FinishReason string          `json:"finish_reason"`
+}
+
+// generateResponse is vLLM's GenerateResponse.
+type generateResponse struct {
+	RequestID        string           `json:"request_id"`
+	Choices          []generateChoice `json:"choices"`
+	Usage            usage            `json:"usage"`
+	PromptLogprobs   json.RawMessage  `json:"prompt_logprobs"`
+	KVTransferParams json.RawMessage  `json:"kv_transfer_params"`
+	ECTransferParams json.RawMessage  `json:"ec_transfer_params"`
+}
+
+type generateChoice struct {
+	Index        int           `json:"index"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
+	TokenIDs     []uint32      `json:"token_ids"`
+}
+
+// chatLogprobs is vLLM's ChatCompletionLogProbs, the logprobs shape of a
+// GenerateResponse choice. Tokens are spelled "token_id:<id>" as vLLM does
+// for tokens-in requests; bytes is null.
+type chatLogprobs struct {
+	Content []chatLogprob `json:"content"`
+}
+
+type chatLogprob struct {
+	Token       string       `json:"token"`
+	Logprob     float32      `json:"logprob"`
+	Bytes       []int        `json:"bytes"`
+	TopLogprobs []topLogprob `json:"top_logprobs"`
+}
+
+type topLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+func (g *generation) text(c int) string {
+	var b strings.Builder
+	for i := range g.tokens {
+		b.WriteString(g.word(c, i).text)
+	}
+	return b.String()
+}
+
+// response builds the non-streaming body.
+func (g *generation) response() any {
+	var null = json.RawMessage("null")
+	switch g.format {
+	case formatChat:
+		r := chatResponse{ID: g.id, Object: "chat.completion", Created: g.created, Model: g.model,
+			Choices: make([]chatChoice, g.n), Usage: g.usage(), KVTransferParams: g.kv}
+		for c := range r.Choices {
+			r.Choices[c] = chatChoice{Index: c, Message: chatMessageOut{Role: "assistant", Content: g.text(c)},
+				Logprobs: null, FinishReason: g.finish}
+		}
+		return r
+	case formatCompletions:
+		r := completionResponse{ID: g.id, Object: "text_completion", Created: g.created, Model: g.model,
+			Choices: make([]completionChoice, g.n), Usage: g.usage(), KVTransferParams: g.kv}
+		for c := range r.Choices {
+			r.Choices[c] = completionChoice{Index: c, Text: g.text(c), Logprobs: null, FinishReason: g.finish}
+		}
+		return r
+	}
+	r := generateResponse{RequestID: g.id, Choices: make([]generateChoice, g.n), Usage: g.usage(),
+		PromptLogprobs: null, KVTransferParams: g.kv, ECTransferParams: null}
+	for c := range r.Choices {
+		ch := generateChoice{Index: c, FinishReason: &g.finish, TokenIDs: CompletionTokens(g.prompt, g.tokens, c)}
+		if g.logprobs >= 0 {
+			ch.Logprobs = &chatLogprobs{Content: make([]chatLogprob, g.tokens)}
+			for i := range ch.Logprobs.Content {
+				ch.Logprobs.Content[i] = g.logprob(c, i)
+			}
+		}
+		r.Choices[c] = ch
+	}
+	return r
+}
+
+// logprob is the logprobs entry of token i of choice c.
+func (g *generation) logprob(c, i int) chatLogprob {
+	top := TopLogprobs(g.prompt, c, i, g.logprobs)
+	e := chatLogprob{
+		Token:       tokenIDString(g.word(c, i).id),
+		Logprob:     TokenLogprob(g.prompt, c, i),
+		TopLogprobs: make([]topLogprob, len(top)),
+	}
+	for k, t := range top {
+		e.TopLogprobs[k] = topLogprob{Token: tokenIDString(t.TokenID), Logprob: t.Logprob}
+	}
+	return e
+}
+
+func tokenIDString(id uint32) string {
+	return "token_id:" + strconv.FormatUint(uint64(id), 10)
+}

@@ -1,0 +1,190 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// writeStream answers with server-sent events, one event per token and
+// choice, flushed as it is written:
+//
+//   - chat: chat.completion.chunk events (the first token's delta carries
+//     role "assistant"), then one {"delta":{},"finish_reason":...} event per
+//     choice;
+//   - completions: text_completion events, then one {"text":"",
+//     "finish_reason":...} event per choice;
+//   - generate: GenerateStreamResponse events with the new token_ids (and
+//     logprobs when asked); the last token's event carries finish_reason.
+//
+// Then a usage event (choices []) when stream_options.include_usage is set,
+// then "data: [DONE]". The stream stops when ctx ends.
+func (g *generation) writeStream(ctx context.Context, w http.ResponseWriter) {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush()
+
+	head := g.chunkHead()
+	buf := make([]byte, 0, 512)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for i := range g.tokens {
+		wait := g.delay
+		if i == 0 {
+			wait = g.ttft
+		}
+		if !sleepTimer(ctx, timer, wait) {
+			return
+		}
+		for c := range g.n {
+			buf = g.appendTokenEvent(buf[:0], head, c, i)
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+		}
+		if rc.Flush() != nil {
+			return
+		}
+		if g.reset {
+			abortConnection()
+		}
+	}
+	buf = buf[:0]
+	if g.format != formatGenerate {
+		for c := range g.n {
+			buf = g.appendFinishEvent(buf, head, c)
+		}
+	}
+	if g.includeUsage {
+		buf = g.appendUsageEvent(buf, head)
+	}
+	buf = append(buf, "data: [DONE]\n\n"...)
+	if _, err := w.Write(buf); err != nil {
+		return
+	}
+	_ = rc.Flush()
+}
+
+// sleepTimer waits d on t or until ctx ends; it reports whether d elapsed.
+func sleepTimer(ctx context.Context, t *time.Timer, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t.Reset(d)
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	}
+}
+
+// chunkHead is the JSON object start shared by every event, without the
+// closing brace: {"id":...,"object":...,"created":...,"model":...} for the
+// OpenAI formats, {"request_id":...} for generate.
+func (g *generation) chunkHead() []byte {
+	b := make([]byte, 0, 128)
+	if g.format == formatGenerate {
+		b = append(b, `{"request_id":`...)
+		return appendJSONString(b, g.id)
+	}
+	object := "chat.completion.chunk"
+	if g.format == formatCompletions {
+		object = "text_completion"
+	}
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, g.id)
+	b = append(b, `,"object":"`...)
+	b = append(b, object...)
+	b = append(b, `","created":`...)
+	b = strconv.AppendInt(b, g.created, 10)
+	b = append(b, `,"model":`...)
+	return appendJSONString(b, g.model)
+}
+
+// appendTokenEvent appends the event for token i of choice c.
+func (g *generation) appendTokenEvent(b, head []byte, c, i int) []byte {
+	word := g.word(c, i)
+	b = append(b, "data: "...)
+	b = append(b, head...)
+	b = append(b, `,"choices":[{"index":`...)
+	b = strconv.AppendInt(b, int64(c), 10)
+	switch g.format {
+	case formatChat:
+		b = append(b, `,"delta":{`...)
+		if i == 0 {
+			b = append(b, `"role":"assistant",`...)
+		}
+		b = append(b, `"content":`...)
+		b = append(b, word.json...)
+		b = append(b, `},"logprobs":null,"finish_reason":null}]}`...)
+	case formatCompletions:
+		b = append(b, `,"text":`...)
+		b = append(b, word.json...)
+		b = append(b, `,"logprobs":null,"finish_reason":null}]}`...)
+	default:
+		b = append(b, `,"logprobs":`...)
+		if g.logprobs >= 0 {
+			lp, _ := json.Marshal(chatLogprobs{Content: []chatLogprob{g.logprob(c, i)}})
+			b = append(b, lp...)
+		} else {
+			b = append(b, "null"...)
+		}
+		b = append(b, `,"finish_reason":`...)
+		if i == g.tokens-1 {
+			b = appendJSONString(b, g.finish)
+		} else {
+			b = append(b, "null"...)
+		}
+		b = append(b, `,"token_ids":[`...)
+		b = strconv.AppendUint(b, uint64(word.id), 10)
+		b = append(b, `]}]}`...)
+	}
+	return append(b, "\n\n"...)
+}
+
+// appendFinishEvent appends the closing event of choice c (OpenAI formats).
+func (g *generation) appendFinishEvent(b, head []byte, c int) []byte {
+	b = append(b, "data: "...)
+	b = append(b, head...)
+	b = append(b, `,"choices":[{"index":`...)
+	b = strconv.AppendInt(b, int64(c), 10)
+	if g.format == formatChat {
+		b = append(b, `,"delta":{}`...)
+	} else {
+		b = append(b, `,"text":""`...)
+	}
+	b = append(b, `,"logprobs":null,"finish_reason":`...)
+	b = appendJSONString(b, g.finish)
+	return append(b, "}]}\n\n"...)
+}
+
+// appendUsageEvent appends the usage event.
+func (g *generation) appendUsageEvent(b, head []byte) []byte {
+	u := g.usage()
+	b = append(b, "data: "...)
+	b = append(b, head...)
+	b = append(b, `,"choices":[],"usage":{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
+	return append(b, "}}\n\n"...)
+}
+
+// appendJSONString appends s as a JSON string literal.
+func appendJSONString(b []byte, s string) []byte {
+	q, err := json.Marshal(s)
+	if err != nil { // unreachable for a string
+		return append(b, `""`...)
+	}
+	return append(b, q...)
+}

@@ -1,0 +1,150 @@
+package sim
+
+import "encoding/binary"
+
+// Sentence is the text the workers generate, repeated to length. Each of its
+// tokens is one cl100k_base token (a word with its leading space, or the
+// final period).
+const Sentence = "This answer was streamed by the coordinator simulator through the full pipeline."
+
+// sentenceToken is one cl100k_base token of [Sentence].
+type sentenceToken struct {
+	id   uint32
+	text string
+	json string // text as a JSON string literal
+}
+
+// sentenceTokens is [Sentence] in cl100k_base (checked against the tokenizer
+// by the tests). Repetitions start with againToken (" This").
+var sentenceTokens = [...]sentenceToken{
+	{2028, "This", `"This"`},
+	{4320, " answer", `" answer"`},
+	{574, " was", `" was"`},
+	{74345, " streamed", `" streamed"`},
+	{555, " by", `" by"`},
+	{279, " the", `" the"`},
+	{31384, " coordinator", `" coordinator"`},
+	{42991, " simulator", `" simulator"`},
+	{1555, " through", `" through"`},
+	{279, " the", `" the"`},
+	{2539, " full", `" full"`},
+	{15660, " pipeline", `" pipeline"`},
+	{13, ".", `"."`},
+}
+
+var againToken = sentenceToken{1115, " This", `" This"`}
+
+// wordAt is the i-th token of the endless repetition of [Sentence].
+func wordAt(i int) sentenceToken {
+	j := i % len(sentenceTokens)
+	if j == 0 && i > 0 {
+		return againToken
+	}
+	return sentenceTokens[j]
+}
+
+// CompletionTokens returns the n token IDs the workers generate for choice
+// `choice` of a tokens-in request with this prompt: [Sentence] repeated,
+// starting at a token chosen by hashing the prompt and the choice. The IDs
+// decode with cl100k_base to English words. A shorter n yields a prefix of a
+// longer one.
+func CompletionTokens(prompt []uint32, n, choice int) []uint32 {
+	if n <= 0 {
+		return []uint32{}
+	}
+	start := completionStart(prompt, choice)
+	ids := make([]uint32, n)
+	for i := range ids {
+		ids[i] = wordAt(start + i).id
+	}
+	return ids
+}
+
+// completionStart is the position in the repeated sentence where the output
+// for this prompt and choice begins.
+func completionStart(prompt []uint32, choice int) int {
+	return int(promptHash(prompt, uint64(choice), 0) % uint64(len(sentenceTokens)))
+}
+
+// TokenLogprob returns the log probability of the token generated at
+// `position` of choice `choice` for this prompt: deterministic, in
+// (-2.01, -0.01].
+func TokenLogprob(prompt []uint32, choice, position int) float32 {
+	return float32(tokenLogprob64(prompt, choice, position))
+}
+
+// tokenLogprob64 keeps three decimals exact until the final float32
+// conversion, so JSON shows -1.695 rather than -1.6949999.
+func tokenLogprob64(prompt []uint32, choice, position int) float64 {
+	h := promptHash(prompt, uint64(choice), uint64(position)+1)
+	return -0.01 - float64(h%2000)/1000
+}
+
+// Logprob is one entry of a top-k list: a token and its log probability.
+type Logprob struct {
+	TokenID uint32
+	Logprob float32
+}
+
+// TopLogprobs returns the k most likely tokens at `position` of choice
+// `choice` for this prompt, most likely first. The first is the generated
+// token (CompletionTokens(prompt, position+1, choice)[position]) with
+// [TokenLogprob]; the others are distinct, deterministic tokens with strictly
+// lower log probabilities.
+func TopLogprobs(prompt []uint32, choice, position, k int) []Logprob {
+	if k <= 0 {
+		return []Logprob{}
+	}
+	chosen := wordAt(completionStart(prompt, choice) + position).id
+	lp := tokenLogprob64(prompt, choice, position)
+	out := make([]Logprob, 0, k)
+	out = append(out, Logprob{TokenID: chosen, Logprob: float32(lp)})
+	for i := 1; len(out) < k; i++ {
+		h := promptHash(prompt, uint64(choice), uint64(position)+1, uint64(i))
+		id := uint32(h % 100_000)
+		if id == chosen || containsToken(out, id) {
+			continue
+		}
+		lp -= 0.25 + float64(h>>40%500)/1000
+		out = append(out, Logprob{TokenID: id, Logprob: float32(lp)})
+	}
+	return out
+}
+
+func containsToken(l []Logprob, id uint32) bool {
+	for _, e := range l {
+		if e.TokenID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// promptHash is FNV-1a over the prompt and the extra values, finished with a
+// splitmix64 step so every bit depends on every input.
+func promptHash(prompt []uint32, extra ...uint64) uint64 {
+	const (
+		offset = 14695981039346656037
+		prime  = 1099511628211
+	)
+	h := uint64(offset)
+	var buf [8]byte
+	for _, id := range prompt {
+		binary.LittleEndian.PutUint32(buf[:4], id)
+		for _, b := range buf[:4] {
+			h = (h ^ uint64(b)) * prime
+		}
+	}
+	for _, x := range extra {
+		binary.LittleEndian.PutUint64(buf[:], x)
+		for _, b := range buf {
+			h = (h ^ uint64(b)) * prime
+		}
+	}
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
+}

@@ -1,0 +1,192 @@
+package sim
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// role is the worker pool a leg reaches.
+type role int
+
+const (
+	roleEncode role = iota
+	rolePrefill
+	roleDecode
+)
+
+func (rl role) String() string {
+	switch rl {
+	case roleEncode:
+		return "encode"
+	case rolePrefill:
+		return "prefill"
+	}
+	return "decode"
+}
+
+// roleOf maps a lowercased EPP profile to its pool.
+func roleOf(profile string) (role, bool) {
+	switch profile {
+	case "encode":
+		return roleEncode, true
+	case "prefill":
+		return rolePrefill, true
+	case "decode":
+		return roleDecode, true
+	}
+	return roleDecode, false
+}
+
+// legCall is one request reaching a worker.
+type legCall struct {
+	role role
+	// conditional marks a decode leg with Prefer: if-available (gateway only).
+	conditional bool
+	// strict applies the wire rules (gateway legs of a strict Sim).
+	strict    bool
+	body      []byte
+	fault     fault
+	requestID string // the x-request-id header, possibly empty
+}
+
+// Worker returns one decode worker reached directly, with no gateway in
+// front: no EPP logic, no strict rules, no leg recording, no
+// conditional-decode. decode faults of [FaultHeader] apply. It serves the
+// same endpoints as the gateway's pools.
+func (s *Sim) Worker() http.Handler {
+	return http.HandlerFunc(s.serveWorker)
+}
+
+func (s *Sim) serveWorker(w http.ResponseWriter, r *http.Request) {
+	body, apiErr := readBody(w, r, s.opts.MaxBodyBytes)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	faults, apiErr := parseFaults(r.Header)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	s.serveLeg(w, r, legCall{
+		role:      roleDecode,
+		body:      body,
+		fault:     faults.target(FaultTargetDecode),
+		requestID: r.Header.Get("X-Request-Id"),
+	})
+}
+
+// serveLeg routes a worker request and answers it as its pool would.
+func (s *Sim) serveLeg(w http.ResponseWriter, r *http.Request, call legCall) {
+	f, ok := formatOf(r.URL.Path)
+	if !ok {
+		s.serveWorkerInfo(w, r)
+		return
+	}
+	if r.Method != http.MethodPost {
+		writeError(w, &apiError{status: http.StatusMethodNotAllowed, message: "Method Not Allowed"})
+		return
+	}
+	if call.fault.inject(w, r) {
+		return
+	}
+	req, apiErr := parseWorkerRequest(f, call.body)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	model, ok := s.model(req.Model)
+	if !ok {
+		writeError(w, modelNotFound(req.Model))
+		return
+	}
+	if apiErr := s.checkLeg(call, req); apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	if call.role == roleEncode {
+		s.answerEncode(w, call, req, model)
+		return
+	}
+	key := s.promptKey(model, req)
+	if call.conditional {
+		if _, hit := s.served.get(key); !hit {
+			writeError(w, &apiError{
+				status:  http.StatusPreconditionFailed,
+				message: "sim: no decode endpoint holds this prompt (Prefer: if-available)",
+			})
+			return
+		}
+	}
+	s.served.put(key, struct{}{})
+	g := s.newGeneration(call, req, model)
+	if call.role == rolePrefill {
+		g.kv = s.prefillAnswer(call, req)
+	}
+	g.write(r.Context(), w)
+}
+
+// checkLeg applies the strict rules of the leg's pool.
+func (s *Sim) checkLeg(call legCall, req *workerRequest) *apiError {
+	if !call.strict {
+		return nil
+	}
+	switch call.role {
+	case roleEncode:
+		return checkEncode(req)
+	case rolePrefill:
+		return checkPrefill(req)
+	}
+	return s.checkDecode(req, call.requestID, call.conditional)
+}
+
+// serveWorkerInfo answers the non-inference endpoints: GET /health and
+// GET /v1/models.
+func (s *Sim) serveWorkerInfo(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case pathHealth:
+		w.WriteHeader(http.StatusOK)
+	case pathModels:
+		if r.Method != http.MethodGet {
+			writeError(w, &apiError{status: http.StatusMethodNotAllowed, message: "Method Not Allowed"})
+			return
+		}
+		writeJSON(w, s.modelList())
+	default:
+		writeError(w, &apiError{status: http.StatusNotFound, message: "Not Found"})
+	}
+}
+
+type modelList struct {
+	Object string      `json:"object"`
+	Data   []modelCard `json:"data"`
+}
+
+type modelCard struct {
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Created     int64  `json:"created"`
+	OwnedBy     string `json:"owned_by"`
+	Root        string `json:"root"`
+	MaxModelLen int    `json:"max_model_len"`
+}
+
+func (s *Sim) modelList() modelList {
+	l := modelList{Object: "list", Data: make([]modelCard, len(s.models))}
+	created := s.opts.Now().Unix()
+	for i, m := range s.models {
+		l.Data[i] = modelCard{ID: m, Object: "model", Created: created, OwnedBy: "sim", Root: m, MaxModelLen: MaxModelLen}
+	}
+	return l
+}
+
+// writeJSON answers 200 with v as JSON.
+func writeJSON(w http.ResponseWriter, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, &apiError{status: http.StatusInternalServerError, message: "sim: encode response: " + err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
+}
