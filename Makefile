@@ -39,6 +39,7 @@ lint: $(BUF) ## go vet, gofmt and buf lint.
 	go vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || (echo "gofmt: $$out" >&2; exit 1)
 	$(BUF) lint
+	@! go list -deps ./cmd/coordinator | grep -q '/coordinator/sim$$' || (echo "cmd/coordinator must not import the simulator" >&2; exit 1)
 
 .PHONY: run
 run: build ## Start the simulator and the coordinator on config/dev.yaml (REST :8080, gRPC :9090).
