@@ -75,11 +75,8 @@ func (d *Decode) Execute(ctx context.Context, rc *RequestContext) error {
 	return ErrDone
 }
 
-// body shapes the decode leg for the client's API (decision D1): the KV
-// connector's decode params only after a prefill ran (D2), "tokens" /
-// "prompt" only when there are token IDs (D3), image "uuid"s only from
-// non-empty hashes (D4), never the coordinator's ec_transfer_params. With nothing to add the
-// client's body goes out byte for byte.
+// body shapes the decode leg: the KV connector's decode params only after a
+// prefill ran (decision D2), never the coordinator's ec_transfer_params.
 func (d *Decode) body(rc *RequestContext) ([]byte, error) {
 	var kvParams []byte
 	if rc.PrefillDone {
@@ -89,8 +86,19 @@ func (d *Decode) body(rc *RequestContext) ([]byte, error) {
 		}
 		kvParams = p
 	}
+	return decodeBody(rc, kvParams, true)
+}
+
+// decodeBody shapes a leg to the decode profile (decode, conditional-decode)
+// for the client's API (decision D1): kvParams, when non-nil, as
+// kv_transfer_params (under sampling_params.extra_args for generate);
+// "tokens" (chat) or "prompt" (completions) only when there are token IDs
+// (D3); with imageUUIDs, each chat image part's "uuid" from its entry's hash
+// when that hash is non-empty (D4). Client fields are kept as sent; with
+// nothing to add the client's body goes out byte for byte.
+func decodeBody(rc *RequestContext, kvParams []byte, imageUUIDs bool) ([]byte, error) {
 	hasTokens := len(rc.TokenIDs) > 0 && rc.Format != FormatGenerate
-	hasHashes := rc.Format == FormatChat && anyHash(rc.Multimodal)
+	hasHashes := imageUUIDs && rc.Format == FormatChat && anyHash(rc.Multimodal)
 	if kvParams == nil && !hasTokens && !hasHashes {
 		return rc.Body, nil
 	}

@@ -1,0 +1,394 @@
+package steps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"time"
+
+	"github.com/coordinator-project/coordinator/steps/jsonbody"
+	"github.com/coordinator-project/coordinator/steps/params"
+	"github.com/coordinator-project/coordinator/steps/upstream"
+)
+
+// RenderType is the render step's config name.
+const RenderType = "render"
+
+// maxRenderAnswer bounds the render service's answer. A chat render carries
+// about 1 MB of base64 tensor per HD image, more than the compressed image
+// it came from, so the bound is several times the inbound body cap.
+const maxRenderAnswer = 256 << 20
+
+// Render turns the prompt into token IDs and multimodal entries
+// (RequestContext.TokenIDs and Multimodal), by the client's API:
+//
+//   - chat: POST <address>/v1/chat/completions/render with the body as it
+//     stands; the answer gives the token IDs and each image's mm_hash,
+//     placeholder and kwargs_data tensor, matched in order with the entries
+//     replace-media-urls seeded (or seeding them when none were, decision D7);
+//   - completions: a string prompt is rendered through
+//     <address>/v1/completions/render and the body's "prompt" replaced by
+//     the token IDs; a token-array prompt is validated and used as is;
+//   - generate: no call; the body's token_ids and features are validated and
+//     used as is.
+//
+// The body is never re-encoded: only a rendered completions prompt changes.
+// The render service is called directly (not through the gateway) with the
+// forwarded client headers and x-request-id (decision D5); any 2xx answer is
+// accepted (D9). Client faults, including the token and placeholder limits,
+// are ErrInvalidRequest; a non-2xx answer is an *upstream.StatusError; a
+// malformed answer is a plain error.
+type Render struct {
+	client          *upstream.Client
+	maxTokens       int
+	maxPlaceholders int
+}
+
+// renderParams are the render step's params.
+type renderParams struct {
+	// Address is the render service's base URL (required): an http(s) URL
+	// with a host, e.g. http://localhost:8000.
+	Address string `param:"address"`
+	// Timeout bounds a whole render call, answer body included. 0: none.
+	Timeout time.Duration `param:"timeout"`
+	// MaxIdleConnsPerHost caps the render client's keep-alive pool.
+	MaxIdleConnsPerHost int `param:"max_idle_conns_per_host"`
+	// IdleConnTimeout closes idle keep-alive connections.
+	IdleConnTimeout time.Duration `param:"idle_conn_timeout"`
+	// MaxTotalTokens rejects prompts with more tokens (400). 0: unlimited.
+	MaxTotalTokens int `param:"max_total_tokens"`
+	// MaxTotalPlaceholderTokens rejects prompts whose image placeholders add
+	// up to more tokens (400). 0: unlimited.
+	MaxTotalPlaceholderTokens int `param:"max_total_placeholder_tokens"`
+}
+
+func defaultRenderParams() renderParams {
+	return renderParams{
+		Timeout:             30 * time.Second,
+		MaxIdleConnsPerHost: 100,
+		IdleConnTimeout:     90 * time.Second,
+	}
+}
+
+// Validate checks the params; errors name the key.
+func (p *renderParams) Validate() error {
+	if p.Address == "" {
+		return errors.New("address: required (the render service's URL, e.g. http://localhost:8000)")
+	}
+	if u, err := url.Parse(p.Address); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("address: must be an http(s) URL with a host, got %q", p.Address)
+	}
+	switch {
+	case p.Timeout < 0:
+		return fmt.Errorf("timeout: must not be negative, got %v", p.Timeout)
+	case p.MaxIdleConnsPerHost < 0:
+		return fmt.Errorf("max_idle_conns_per_host: must not be negative, got %d", p.MaxIdleConnsPerHost)
+	case p.IdleConnTimeout < 0:
+		return fmt.Errorf("idle_conn_timeout: must not be negative, got %v", p.IdleConnTimeout)
+	case p.MaxTotalTokens < 0:
+		return fmt.Errorf("max_total_tokens: must not be negative, got %d", p.MaxTotalTokens)
+	case p.MaxTotalPlaceholderTokens < 0:
+		return fmt.Errorf("max_total_placeholder_tokens: must not be negative, got %d", p.MaxTotalPlaceholderTokens)
+	}
+	return nil
+}
+
+// NewRenderPlugin registers the render step type. Each render step builds
+// its own client to the render service from its params.
+func NewRenderPlugin() Plugin {
+	return Plugin{Type: RenderType, New: func(raw map[string]any) (Step, error) {
+		p := defaultRenderParams()
+		if err := params.Decode(raw, &p); err != nil {
+			return nil, err
+		}
+		if err := p.Validate(); err != nil {
+			return nil, err
+		}
+		client, err := upstream.New(upstream.Options{
+			Address:             p.Address,
+			MaxIdleConnsPerHost: p.MaxIdleConnsPerHost,
+			IdleConnTimeout:     p.IdleConnTimeout,
+			Timeout:             p.Timeout,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &Render{client: client, maxTokens: p.MaxTotalTokens, maxPlaceholders: p.MaxTotalPlaceholderTokens}, nil
+	}}
+}
+
+// Close releases the render client's idle connections.
+func (r *Render) Close() { r.client.Close() }
+
+// Execute implements Step.
+func (r *Render) Execute(ctx context.Context, rc *RequestContext) error {
+	switch rc.Format {
+	case FormatChat:
+		return r.chat(ctx, rc)
+	case FormatCompletions:
+		return r.completions(ctx, rc)
+	case FormatGenerate:
+		return r.generate(rc)
+	}
+	return nil // another API carries no prompt to render
+}
+
+// chat renders a chat body and enriches (or seeds) the multimodal entries.
+func (r *Render) chat(ctx context.Context, rc *RequestContext) error {
+	answer, err := r.post(ctx, rc, PathChat)
+	if err != nil {
+		return err
+	}
+	obj, err := jsonbody.ParseObject(answer)
+	if err != nil {
+		return fmt.Errorf("render: decode answer: %w", err)
+	}
+	ids, err := answerTokenIDs(obj)
+	if err != nil {
+		return err
+	}
+	if err := r.checkTokens(len(ids)); err != nil {
+		return err
+	}
+	rawFeatures, _ := obj.Get("features")
+	rendered, err := parseImageFeatures(rawFeatures)
+	if err != nil {
+		return fmt.Errorf("render: decode answer: %w", err)
+	}
+	entries, err := enrichEntries(rc.Multimodal, rendered)
+	if err != nil {
+		return err
+	}
+	if err := r.checkPlaceholders(entries); err != nil {
+		return err
+	}
+	rc.TokenIDs, rc.Multimodal = ids, entries
+	return nil
+}
+
+// enrichEntries gives the seeded entries render's hash, tensor and
+// placeholder, in order. With nothing seeded (no replace-media-urls step),
+// render's entries are the entries (decision D7).
+func enrichEntries(seeded, rendered []MultimodalEntry) ([]MultimodalEntry, error) {
+	if len(seeded) == 0 {
+		return rendered, nil
+	}
+	if len(rendered) != len(seeded) {
+		return nil, fmt.Errorf("render returned %d mm_hashes but expected %d", len(rendered), len(seeded))
+	}
+	out := make([]MultimodalEntry, len(seeded))
+	for i, e := range seeded {
+		e.Hash = rendered[i].Hash
+		e.KwargsData = rendered[i].KwargsData
+		e.Placeholder = rendered[i].Placeholder
+		out[i] = e
+	}
+	return out, nil
+}
+
+// completions handles the completions prompt shapes: a string is rendered,
+// a token array is validated, anything else is the client's fault.
+func (r *Render) completions(ctx context.Context, rc *RequestContext) error {
+	obj, err := jsonbody.ParseObject(rc.Body)
+	if err != nil {
+		return Invalidf("body: %v", err)
+	}
+	prompt, ok := obj.Get(keyPrompt)
+	if !ok {
+		return Invalidf("prompt must be a string or token array")
+	}
+	switch prompt[0] {
+	case '"':
+		return r.renderPrompt(ctx, rc, obj)
+	case '[':
+		return r.tokenPrompt(rc, prompt)
+	}
+	return Invalidf("prompt must be a string or token array")
+}
+
+// renderPrompt renders a string prompt and replaces it with its token IDs.
+func (r *Render) renderPrompt(ctx context.Context, rc *RequestContext, obj *jsonbody.Object) error {
+	answer, err := r.post(ctx, rc, PathCompletions)
+	if err != nil {
+		return err
+	}
+	elems, err := jsonbody.ParseArray(answer)
+	if err != nil {
+		return fmt.Errorf("render: decode answer: %w", err)
+	}
+	if len(elems) != 1 {
+		return fmt.Errorf("render: expected 1 answer element, got %d", len(elems))
+	}
+	elem, err := jsonbody.ParseObject(elems[0])
+	if err != nil {
+		return fmt.Errorf("render: decode answer: %w", err)
+	}
+	ids, err := answerTokenIDs(elem)
+	if err != nil {
+		return err
+	}
+	if err := r.checkTokens(len(ids)); err != nil {
+		return err
+	}
+	obj.Set(keyPrompt, jsonbody.AppendUint32s(nil, ids))
+	rc.Body, rc.TokenIDs = obj.Bytes(), ids
+	return nil
+}
+
+// tokenPrompt takes a token-array prompt as the token IDs, unchanged.
+func (r *Render) tokenPrompt(rc *RequestContext, prompt []byte) error {
+	elems, err := jsonbody.ParseArray(prompt)
+	if err != nil {
+		return Invalidf("prompt: %v", err) // unreachable: the body was validated
+	}
+	if len(elems) == 0 {
+		rc.TokenIDs = []uint32{}
+		return nil
+	}
+	switch first := elems[0][0]; {
+	case first == '"':
+		return Invalidf("batched string prompts are not supported")
+	case first == '[':
+		return Invalidf("batched token prompts are not supported")
+	case first != '-' && (first < '0' || first > '9'):
+		return Invalidf("invalid prompt array element at index 0")
+	}
+	// The limit first: a runaway prompt is refused before it is walked.
+	if err := r.checkTokens(len(elems)); err != nil {
+		return err
+	}
+	ids := make([]uint32, len(elems))
+	for i, e := range elems {
+		v, ok := jsonbody.Int(e)
+		if !ok || v < 0 || v > math.MaxUint32 {
+			return Invalidf("invalid token at index %d", i)
+		}
+		ids[i] = uint32(v)
+	}
+	rc.TokenIDs = ids
+	return nil
+}
+
+// generate validates a tokens-in body and takes its token IDs and images.
+func (r *Render) generate(rc *RequestContext) error {
+	obj, err := jsonbody.ParseObject(rc.Body)
+	if err != nil {
+		return Invalidf("body: %v", err)
+	}
+	raw, ok := obj.Get("token_ids")
+	if !ok || jsonbody.IsNull(raw) {
+		return Invalidf("token_ids is required")
+	}
+	if raw[0] != '[' {
+		return Invalidf("token_ids must be an array")
+	}
+	ids, err := jsonbody.Uint32s(raw)
+	if err != nil {
+		return Invalidf("token_ids: %v", err)
+	}
+	if len(ids) == 0 {
+		return Invalidf("token_ids must not be empty")
+	}
+	if err := r.checkTokens(len(ids)); err != nil {
+		return err
+	}
+	if err := checkSamplingParams(obj); err != nil {
+		return err
+	}
+	rawFeatures, _ := obj.Get("features")
+	entries, err := parseImageFeatures(rawFeatures)
+	if err != nil {
+		return Invalidf("%v", err)
+	}
+	if err := checkPlaceholderBounds(entries, len(ids)); err != nil {
+		return Invalidf("%v", err)
+	}
+	if err := r.checkPlaceholders(entries); err != nil {
+		return err
+	}
+	rc.TokenIDs, rc.Multimodal = ids, entries
+	return nil
+}
+
+// checkSamplingParams checks that sampling_params and its extra_args, when
+// present and not null, are objects: later steps add transfer params there.
+func checkSamplingParams(obj *jsonbody.Object) error {
+	raw, ok := obj.Get(keySamplingParams)
+	if !ok || jsonbody.IsNull(raw) {
+		return nil
+	}
+	sampling, err := jsonbody.ParseObject(raw)
+	if err != nil {
+		return Invalidf("%s must be an object", keySamplingParams)
+	}
+	raw, ok = sampling.Get(keyExtraArgs)
+	if ok && !jsonbody.IsNull(raw) && raw[0] != '{' {
+		return Invalidf("%s.%s must be an object", keySamplingParams, keyExtraArgs)
+	}
+	return nil
+}
+
+// post sends the body as it stands to <address><path>/render and returns
+// the whole answer.
+func (r *Render) post(ctx context.Context, rc *RequestContext, path string) ([]byte, error) {
+	resp, err := r.client.Post(ctx, upstream.Request{
+		Leg:       RenderType,
+		Path:      path + "/render",
+		RequestID: rc.RequestID,
+		Header:    rc.Header,
+		Body:      rc.Body,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxRenderAnswer+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("render: %w", context.Cause(ctx))
+		}
+		return nil, &upstream.TransportError{Leg: RenderType, Err: fmt.Errorf("read answer: %w", err)}
+	}
+	if len(answer) > maxRenderAnswer {
+		return nil, fmt.Errorf("render: answer larger than %d bytes", maxRenderAnswer)
+	}
+	return answer, nil
+}
+
+// answerTokenIDs reads a render answer's token_ids.
+func answerTokenIDs(obj *jsonbody.Object) ([]uint32, error) {
+	raw, ok := obj.Get("token_ids")
+	if !ok {
+		return nil, errors.New("render: decode answer: token_ids missing")
+	}
+	ids, err := jsonbody.Uint32s(raw)
+	if err != nil {
+		return nil, fmt.Errorf("render: decode answer: token_ids: %w", err)
+	}
+	return ids, nil
+}
+
+// checkTokens enforces max_total_tokens.
+func (r *Render) checkTokens(n int) error {
+	if r.maxTokens > 0 && n > r.maxTokens {
+		return Invalidf("too many total tokens: got %d, max %d", n, r.maxTokens)
+	}
+	return nil
+}
+
+// checkPlaceholders enforces max_total_placeholder_tokens; a sum that
+// overflows counts as exceeding it.
+func (r *Render) checkPlaceholders(entries []MultimodalEntry) error {
+	if r.maxPlaceholders <= 0 {
+		return nil
+	}
+	if total := placeholderTotal(entries); total > r.maxPlaceholders {
+		return Invalidf("too many placeholder tokens: got %d, max %d", total, r.maxPlaceholders)
+	}
+	return nil
+}
+
+var _ Step = (*Render)(nil)
