@@ -91,7 +91,9 @@ func TestPipelineHonoursCancellation(t *testing.T) {
 func TestNewPipelineErrors(t *testing.T) {
 	t.Parallel()
 	var log []string
-	bad := steps.Plugin{Type: "bad", New: func(map[string]any) (steps.Step, error) { return nil, errors.New("max_parallel: expected integer, got 8.5") }}
+	bad := steps.Plugin{Type: "bad", New: func(map[string]any) (steps.Step, error) {
+		return nil, errors.New("max_parallel: expected integer, got 8.5")
+	}}
 	tests := []struct {
 		name    string
 		plugins []steps.Plugin
