@@ -6,6 +6,8 @@ import "go.uber.org/fx"
 // type is added by adding its constructor here; no other step changes.
 var Module = fx.Module("steps",
 	fx.Provide(
+		AsPlugin(NewRenderPlugin),
+		AsPlugin(NewConditionalDecodePlugin),
 		AsPlugin(NewDecodePlugin),
 	),
 )
