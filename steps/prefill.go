@@ -1,0 +1,202 @@
+package steps
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/coordinator-project/coordinator/connectors/ec"
+	"github.com/coordinator-project/coordinator/connectors/kv"
+	"github.com/coordinator-project/coordinator/steps/jsonbody"
+	"github.com/coordinator-project/coordinator/steps/params"
+	"github.com/coordinator-project/coordinator/steps/upstream"
+)
+
+// PrefillType is the prefill step's config name.
+const PrefillType = "prefill"
+
+// Prefill computes the prompt's KV cache on a prefill worker through the
+// gateway (EPP-Profile: prefill): it sends the prompt capped to one output
+// token, with the KV connector's prefill kv_transfer_params and the EC
+// connector's merge of the encoders' ec_transfer_params, and keeps the
+// kv_transfer_params the worker answers with in RequestContext.KVParams for
+// the decode leg. It runs for every request, text-only included.
+type Prefill struct {
+	gateway         *upstream.Client
+	kv              kv.Connector
+	ec              ec.Connector
+	useOpenAIFormat bool
+}
+
+// prefillParams are the prefill step's params.
+type prefillParams struct {
+	// UseOpenAIFormat sends the leg in the client's API when true and in
+	// the tokens-in generate format when false (completions requests stay
+	// completions).
+	UseOpenAIFormat bool `param:"use_openai_format"`
+	// KVConnector names the connector that shapes kv_transfer_params.
+	KVConnector string `param:"kv_connector"`
+	// ECConnector names the connector that merges the encoders'
+	// ec_transfer_params.
+	ECConnector string `param:"ec_connector"`
+}
+
+// NewPrefillPlugin registers the prefill step type.
+func NewPrefillPlugin(gateway *upstream.Client, kvs *kv.Set, ecs *ec.Set) Plugin {
+	return Plugin{Type: PrefillType, New: func(raw map[string]any) (Step, error) {
+		var p prefillParams
+		if err := params.Decode(raw, &p); err != nil {
+			return nil, err
+		}
+		kvConnector, err := kvs.Get(p.KVConnector)
+		if err != nil {
+			return nil, err
+		}
+		ecConnector, err := ecs.Get(p.ECConnector)
+		if err != nil {
+			return nil, err
+		}
+		return &Prefill{gateway: gateway, kv: kvConnector, ec: ecConnector, useOpenAIFormat: p.UseOpenAIFormat}, nil
+	}}
+}
+
+// Execute implements Step. It sets rc.KVParams (nil when the worker sent no
+// kv_transfer_params object) and rc.PrefillDone.
+func (p *Prefill) Execute(ctx context.Context, rc *RequestContext) error {
+	ecParams, err := p.ec.PrefillParams(rc.ECDescriptors)
+	if err != nil {
+		return fmt.Errorf("prefill: %w", err)
+	}
+	kvParams, err := p.kv.PrefillParams()
+	if err != nil {
+		return fmt.Errorf("prefill: %w", err)
+	}
+	format := resolveFormat(rc.Format, p.useOpenAIFormat)
+	body, err := prefillBody(rc, format, kvParams, ecParams)
+	if err != nil {
+		return err
+	}
+	resp, err := p.gateway.Post(ctx, upstream.Request{
+		Leg:       PrefillType,
+		Path:      format.Path(),
+		Profile:   upstream.ProfilePrefill,
+		RequestID: rc.RequestID,
+		Header:    rc.Header,
+		Body:      body,
+	})
+	if err != nil {
+		return err
+	}
+	kvAnswer, err := answerParams(resp, PrefillType, keyKVTransferParams)
+	if err != nil {
+		return err
+	}
+	rc.KVParams = kvAnswer
+	rc.PrefillDone = true
+	return nil
+}
+
+// prefillBody writes the prefill leg in format f. kvParams is always sent;
+// ecParams only when non-nil.
+//
+//   - chat: the client's body, capped to one token, with "tokens" (token
+//     IDs and features without tensors; only when there are token IDs,
+//     decision D3) and top-level kv_transfer_params / ec_transfer_params.
+//   - completions: a fresh body with request_id, model, prompt (the token
+//     IDs, else the client's prompt as sent), the transfer params, one
+//     token unstreamed, and features with tensors when there are images.
+//   - generate: a fresh body with request_id, model, token_ids, features
+//     with tensors when there are images, and the transfer params under
+//     sampling_params.extra_args (no client sampling params).
+func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessage) ([]byte, error) {
+	switch f {
+	case FormatChat:
+		obj, err := jsonbody.ParseObject(rc.Body)
+		if err != nil {
+			return nil, Invalidf("body: %v", err)
+		}
+		if err := capSingleToken(obj, f); err != nil {
+			return nil, err
+		}
+		if len(rc.TokenIDs) > 0 {
+			obj.Set(keyTokens, appendTokens(nil, rc.TokenIDs, rc.Multimodal))
+		}
+		obj.Set(keyKVTransferParams, kvParams)
+		if ecParams != nil {
+			obj.Set(keyECTransferParams, ecParams)
+		}
+		return obj.Bytes(), nil
+	case FormatCompletions:
+		prompt, err := completionsPrompt(rc)
+		if err != nil {
+			return nil, err
+		}
+		b := prefillHead(rc, len(prompt)+len(kvParams)+len(ecParams))
+		b = append(b, `,"prompt":`...)
+		b = append(b, prompt...)
+		b = append(b, `,"kv_transfer_params":`...)
+		b = append(b, kvParams...)
+		b = append(b, `,"max_tokens":1,"stream":false`...)
+		b = appendPrefillFeatures(b, rc.Multimodal)
+		if ecParams != nil {
+			b = append(b, `,"ec_transfer_params":`...)
+			b = append(b, ecParams...)
+		}
+		return append(b, '}'), nil
+	default: // generate
+		b := prefillHead(rc, len(kvParams)+len(ecParams))
+		b = append(b, `,"token_ids":`...)
+		b = jsonbody.AppendUint32s(b, rc.TokenIDs)
+		b = appendPrefillFeatures(b, rc.Multimodal)
+		b = append(b, `,"sampling_params":{"max_tokens":1,"extra_args":{"kv_transfer_params":`...)
+		b = append(b, kvParams...)
+		if ecParams != nil {
+			b = append(b, `,"ec_transfer_params":`...)
+			b = append(b, ecParams...)
+		}
+		return append(b, `}},"stream":false}`...), nil
+	}
+}
+
+// prefillHead starts a fresh prefill body, `{"request_id":...,"model":...`,
+// in a buffer sized for the rest of it (extra counts the transfer params).
+func prefillHead(rc *RequestContext, extra int) []byte {
+	size := 160 + len(rc.RequestID) + len(rc.Model) + 11*len(rc.TokenIDs) + extra
+	for _, e := range rc.Multimodal {
+		size += 64 + len(e.Hash) + len(e.KwargsData)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"request_id":`...)
+	b = jsonbody.AppendString(b, rc.RequestID)
+	b = append(b, `,"model":`...)
+	return jsonbody.AppendString(b, rc.Model)
+}
+
+// appendPrefillFeatures adds ,"features":{...} with tensors when there are
+// images.
+func appendPrefillFeatures(b []byte, images []MultimodalEntry) []byte {
+	if len(images) == 0 {
+		return b
+	}
+	b = append(b, `,"features":`...)
+	return appendFeatures(b, images, true)
+}
+
+// completionsPrompt is the prompt of a completions prefill leg: the token
+// IDs when there are some, else the client's prompt value as sent (null
+// when it has none).
+func completionsPrompt(rc *RequestContext) ([]byte, error) {
+	if len(rc.TokenIDs) > 0 {
+		return jsonbody.AppendUint32s(nil, rc.TokenIDs), nil
+	}
+	obj, err := jsonbody.ParseObject(rc.Body)
+	if err != nil {
+		return nil, Invalidf("body: %v", err)
+	}
+	if raw, ok := obj.Get(keyPrompt); ok {
+		return raw, nil
+	}
+	return []byte("null"), nil
+}
+
+var _ Step = (*Prefill)(nil)
