@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/coordinator-project/coordinator/connectors/ec"
 	"sync"
 
 	"github.com/coordinator-project/coordinator/steps/jsonbody"
@@ -49,7 +50,7 @@ func (p *encodeParams) validate() error {
 }
 
 // NewEncodePlugin registers the encode step type.
-func NewEncodePlugin(gateway *upstream.Client) Plugin {
+func NewEncodePlugin(gateway *upstream.Client, ecs *ec.Set) Plugin {
 	return Plugin{Type: EncodeType, New: func(raw map[string]any) (Step, error) {
 		p := encodeParams{MaxParallel: 8}
 		if err := params.Decode(raw, &p); err != nil {
@@ -57,6 +58,9 @@ func NewEncodePlugin(gateway *upstream.Client) Plugin {
 		}
 		if err := p.validate(); err != nil {
 			return nil, err
+		}
+		if _, err := ecs.Get(p.ECConnector); err != nil {
+			return nil, err // the merge happens in prefill, but a bad name fails here too
 		}
 		return &Encode{gateway: gateway, maxParallel: p.MaxParallel, useOpenAIFormat: p.UseOpenAIFormat}, nil
 	}}

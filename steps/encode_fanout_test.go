@@ -201,7 +201,7 @@ func BenchmarkEncodeFanOut(b *testing.B) {
 	client, err := upstream.New(upstream.Options{Address: srv.URL, MaxIdleConnsPerHost: 16})
 	require.NoError(b, err)
 	b.Cleanup(client.Close)
-	step, err := steps.NewEncodePlugin(client).New(map[string]any{"use_openai_format": true})
+	step, err := steps.NewEncodePlugin(client, phaseECSet(b)).New(map[string]any{"use_openai_format": true})
 	require.NoError(b, err)
 	rc := fanOutContext(8)
 	b.ReportAllocs()

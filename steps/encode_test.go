@@ -39,7 +39,7 @@ func TestEncodeParams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			step, err := steps.NewEncodePlugin(phaseClient(t, "http://127.0.0.1:1")).New(tt.params)
+			step, err := steps.NewEncodePlugin(phaseClient(t, "http://127.0.0.1:1"), phaseECSet(t)).New(tt.params)
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
@@ -53,7 +53,7 @@ func TestEncodeParams(t *testing.T) {
 
 func TestEncodeParamErrorsNameTheStep(t *testing.T) {
 	t.Parallel()
-	plugins := []steps.Plugin{steps.NewEncodePlugin(phaseClient(t, "http://127.0.0.1:1"))}
+	plugins := []steps.Plugin{steps.NewEncodePlugin(phaseClient(t, "http://127.0.0.1:1"), phaseECSet(t))}
 	_, err := steps.NewPipeline(plugins, []steps.StepConfig{{Type: steps.EncodeType, Params: map[string]any{"max_parallel": 0}}}, steps.Defaults{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pipeline.steps[0] (encode): max_parallel: must be > 0")

@@ -46,7 +46,7 @@ func phaseKVSet(t *testing.T) *kv.Set {
 }
 
 // phaseECSet holds every EC connector.
-func phaseECSet(t *testing.T) *ec.Set {
+func phaseECSet(t testing.TB) *ec.Set {
 	t.Helper()
 	s, err := ec.NewSet([]ec.Connector{ec.NewNIXL(), ec.NewSharedStorage()})
 	require.NoError(t, err)
@@ -55,7 +55,7 @@ func phaseECSet(t *testing.T) *ec.Set {
 
 func newEncode(t *testing.T, url string, params map[string]any) steps.Step {
 	t.Helper()
-	step, err := steps.NewEncodePlugin(phaseClient(t, url)).New(params)
+	step, err := steps.NewEncodePlugin(phaseClient(t, url), phaseECSet(t)).New(params)
 	require.NoError(t, err)
 	return step
 }

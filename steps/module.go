@@ -8,6 +8,8 @@ var Module = fx.Module("steps",
 	fx.Provide(
 		AsPlugin(NewRenderPlugin),
 		AsPlugin(NewConditionalDecodePlugin),
+		AsPlugin(NewEncodePlugin),
+		AsPlugin(NewPrefillPlugin),
 		AsPlugin(NewDecodePlugin),
 	),
 )

@@ -24,7 +24,7 @@ func phasePipeline(t *testing.T, url string, d steps.Defaults) *steps.Pipeline {
 	client := phaseClient(t, url)
 	kvs := phaseKVSet(t)
 	plugins := []steps.Plugin{
-		steps.NewEncodePlugin(client),
+		steps.NewEncodePlugin(client, phaseECSet(t)),
 		steps.NewPrefillPlugin(client, kvs, phaseECSet(t)),
 		steps.NewDecodePlugin(client, kvs),
 	}
@@ -210,7 +210,7 @@ func TestFlowRenderToEncodeFeatures(t *testing.T) {
 	})
 	gw := workers(t)
 	client := phaseClient(t, gw.URL)
-	plugins := []steps.Plugin{steps.NewRenderPlugin(), steps.NewEncodePlugin(client), steps.NewPrefillPlugin(client, phaseKVSet(t), phaseECSet(t))}
+	plugins := []steps.Plugin{steps.NewRenderPlugin(), steps.NewEncodePlugin(client, phaseECSet(t)), steps.NewPrefillPlugin(client, phaseKVSet(t), phaseECSet(t))}
 	p, err := steps.NewPipeline(plugins, []steps.StepConfig{
 		{Type: steps.RenderType, Params: map[string]any{"address": render.URL}},
 		{Type: steps.EncodeType},

@@ -1,6 +1,7 @@
 package steptest
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -34,6 +35,7 @@ func NewGateway(t testing.TB, handle http.HandlerFunc) *Gateway {
 		g.mu.Lock()
 		g.legs = append(g.legs, Leg{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
 		g.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		handle(w, r)
 	}))
 	t.Cleanup(g.Close)

@@ -1,0 +1,296 @@
+package steps
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coordinator-project/coordinator/steps/jsonbody"
+	"github.com/coordinator-project/coordinator/steps/media"
+	"github.com/coordinator-project/coordinator/steps/params"
+)
+
+// ReplaceMediaURLsType is the replace-media-urls step's config name.
+const ReplaceMediaURLsType = "replace-media-urls"
+
+// maxDownloadSizeMB is the largest max_download_size, in MB: the cap in
+// bytes plus one must fit an int64.
+const maxDownloadSizeMB = (math.MaxInt64 - 1) / (1 << 20)
+
+// ReplaceMediaURLs inlines a chat request's images. It finds the image_url
+// parts of body.messages (the parts every step sees: see editImageParts),
+// checks those already inlined as data: URIs, downloads the others through
+// an SSRF-safe media.Downloader and rewrites each downloaded part's
+// image_url.url to a base64 data: URI, leaving the part's other fields
+// (such as "detail") as they were. It then sets rc.Multimodal to one entry
+// per image, in document order, with its media type and base64 payload.
+//
+// A request whose images cannot be used fails with ErrInvalidRequest when
+// the client is at fault (a bad data URI, a URL it may not fetch, an image
+// too large or of the wrong type) and with a plain error (502) when the
+// image's origin is (a non-2xx answer, a network error, a timeout).
+type ReplaceMediaURLs struct {
+	downloader    *media.Downloader
+	maxConcurrent int
+	maxEntries    int
+}
+
+// replaceMediaURLsParams are the replace-media-urls step's params.
+type replaceMediaURLsParams struct {
+	// DownloadTimeout bounds each download as a whole (default 10s).
+	DownloadTimeout time.Duration `param:"download_timeout"`
+	// MaxConcurrentDownloads bounds one request's downloads in flight (default 10).
+	MaxConcurrentDownloads int `param:"max_concurrent_downloads"`
+	// MaxMultimodalEntries refuses requests with more images; 0 is unlimited (default).
+	MaxMultimodalEntries int `param:"max_multimodal_entries"`
+	// MaxDownloadSize is the largest image downloaded, in MB of 2^20 bytes (default 10).
+	MaxDownloadSize int64 `param:"max_download_size"`
+	// AllowPrivateNetworks lets downloads reach RFC 1918 addresses; loopback,
+	// link-local (cloud metadata), CGNAT and unique-local stay refused.
+	AllowPrivateNetworks bool `param:"allow_private_networks"`
+	// AllowedDomains, when set, lists the only hosts images (and their
+	// redirects) may come from: exact names, case-insensitive.
+	AllowedDomains []string `param:"allowed_domains"`
+}
+
+func (p *replaceMediaURLsParams) validate() error {
+	switch {
+	case p.DownloadTimeout <= 0:
+		return fmt.Errorf("download_timeout must be positive, got %s", p.DownloadTimeout)
+	case p.MaxConcurrentDownloads <= 0:
+		return fmt.Errorf("max_concurrent_downloads must be positive, got %d", p.MaxConcurrentDownloads)
+	case p.MaxMultimodalEntries < 0:
+		return fmt.Errorf("max_multimodal_entries must be non-negative, got %d", p.MaxMultimodalEntries)
+	case p.MaxDownloadSize <= 0 || p.MaxDownloadSize > maxDownloadSizeMB:
+		return fmt.Errorf("max_download_size must be positive and at most %d MB, got %d", int64(maxDownloadSizeMB), p.MaxDownloadSize)
+	}
+	for i, d := range p.AllowedDomains {
+		if strings.TrimSpace(d) == "" {
+			return fmt.Errorf("allowed_domains[%d]: empty domain", i)
+		}
+	}
+	return nil
+}
+
+// NewReplaceMediaURLsPlugin registers the replace-media-urls step type.
+// Downloads use the production address policy and the system resolver.
+func NewReplaceMediaURLsPlugin() Plugin { return NewReplaceMediaURLsPluginWith() }
+
+// NewReplaceMediaURLsPluginWith is NewReplaceMediaURLsPlugin with options
+// for the step's downloader, such as a test's address policy or resolver.
+// No config key can do what these do.
+func NewReplaceMediaURLsPluginWith(opts ...media.Option) Plugin {
+	opts = slices.Clone(opts)
+	return Plugin{Type: ReplaceMediaURLsType, New: func(raw map[string]any) (Step, error) {
+		p := replaceMediaURLsParams{
+			DownloadTimeout:        10 * time.Second,
+			MaxConcurrentDownloads: 10,
+			MaxDownloadSize:        10,
+		}
+		if err := params.Decode(raw, &p); err != nil {
+			return nil, err
+		}
+		if err := p.validate(); err != nil {
+			return nil, err
+		}
+		d, err := media.New(media.Config{
+			Timeout:              p.DownloadTimeout,
+			MaxSize:              p.MaxDownloadSize << 20,
+			AllowPrivateNetworks: p.AllowPrivateNetworks,
+			AllowedDomains:       p.AllowedDomains,
+		}, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &ReplaceMediaURLs{downloader: d, maxConcurrent: p.MaxConcurrentDownloads, maxEntries: p.MaxMultimodalEntries}, nil
+	}}
+}
+
+// Execute implements Step. Images are numbered from 0 in document order,
+// as rc.Multimodal's Index is. Every check that needs no network (entry
+// count, data URIs, URL schemes and domains) runs, in document order,
+// before any download starts; downloads then run concurrently, bounded by
+// max_concurrent_downloads, and the first failure cancels the others.
+// Execute returns only once every download it started has ended.
+func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) error {
+	obj, err := jsonbody.ParseObject(rc.Body)
+	if err != nil {
+		return Invalidf("body: %v", err)
+	}
+	var urls []string
+	_ = forEachImagePart(obj, func(_ int, p *imagePart) error {
+		urls = append(urls, p.URL)
+		return nil
+	})
+	if len(urls) == 0 {
+		return nil
+	}
+	if s.maxEntries > 0 && len(urls) > s.maxEntries {
+		return Invalidf("too many multimodal entries: got %d, max %d", len(urls), s.maxEntries)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	entries := make([]MultimodalEntry, len(urls))
+	var downloads []int // images to download, by number
+	for k, u := range urls {
+		entries[k].Index = k
+		if !media.IsDataURI(u) {
+			if err := s.downloader.Check(u); err != nil {
+				return Invalidf("downloading image %d: %v", k, err)
+			}
+			downloads = append(downloads, k)
+			continue
+		}
+		mediaType, payload, err := media.ParseDataURI(u)
+		if err != nil {
+			msg, part := imageLocation(obj, k)
+			return Invalidf("parsing data URI at message %d part %d: %v", msg, part, err)
+		}
+		entries[k].ContentType, entries[k].Base64Data = mediaType, payload
+	}
+	if len(downloads) == 0 {
+		rc.Multimodal = entries
+		return nil
+	}
+
+	images, err := s.downloadAll(ctx, urls, downloads)
+	if err != nil {
+		return err
+	}
+	rewritten := make(map[int][]byte, len(downloads))
+	for n, k := range downloads {
+		b64 := base64.StdEncoding.EncodeToString(images[n].Data)
+		images[n].Data = nil
+		entries[k].ContentType, entries[k].Base64Data = images[n].MediaType, b64
+		rewritten[k] = dataURIJSON(images[n].MediaType, b64)
+	}
+	if err := editImageParts(obj, func(k int, p *imagePart) (bool, error) {
+		raw, ok := rewritten[k]
+		if ok {
+			p.ImageURL.Set("url", raw)
+		}
+		return ok, nil
+	}); err != nil {
+		return err
+	}
+	rc.Body = obj.Bytes()
+	rc.Multimodal = entries
+	return nil
+}
+
+// downloadAll downloads urls[k] for each k of ks, at most s.maxConcurrent
+// at a time, and returns the images in ks's order. The first failure
+// cancels the other downloads; it returns once none is left running.
+func (s *ReplaceMediaURLs) downloadAll(parent context.Context, urls []string, ks []int) ([]media.Image, error) {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	images := make([]media.Image, len(ks))
+	sem := make(chan struct{}, min(s.maxConcurrent, len(ks)))
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+	)
+launch:
+	for n, k := range ks {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			break launch
+		}
+		if ctx.Err() != nil { // both were ready: start nothing more
+			<-sem
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			img, err := s.downloader.Download(ctx, urls[k])
+			if err != nil {
+				once.Do(func() {
+					firstErr = downloadError(k, err)
+					cancel()
+				})
+				return
+			}
+			images[n] = img
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := parent.Err(); err != nil {
+		return nil, err
+	}
+	return images, nil
+}
+
+// downloadError names image k in a download's error and sorts out whose
+// fault it is; the context's own errors pass through unchanged.
+func downloadError(k int, err error) error {
+	var me *media.Error
+	switch {
+	case !errors.As(err, &me):
+		return err
+	case me.ClientFault():
+		return Invalidf("downloading image %d: %v", k, me)
+	default:
+		return fmt.Errorf("downloading image %d: %w", k, me)
+	}
+}
+
+// dataURIJSON is the JSON string "data:<mediaType>;base64,<b64>". Neither
+// part needs escaping: the media type is one of media.ImageType's, and
+// base64 is plain ASCII.
+func dataURIJSON(mediaType, b64 string) []byte {
+	const prefix, sep = `"data:`, `;base64,`
+	raw := make([]byte, 0, len(prefix)+len(mediaType)+len(sep)+len(b64)+1)
+	raw = append(raw, prefix...)
+	raw = append(raw, mediaType...)
+	raw = append(raw, sep...)
+	raw = append(raw, b64...)
+	return append(raw, '"')
+}
+
+// imageLocation returns the message and content part indexes of image k,
+// walking the body exactly as editImageParts does; (-1, -1) if there is no
+// image k. Only error messages need it.
+func imageLocation(obj *jsonbody.Object, k int) (message, part int) {
+	rawMessages, _ := obj.Get("messages")
+	messages, _ := jsonbody.ParseArray(rawMessages)
+	n := 0
+	for mi, rawMsg := range messages {
+		msg, err := jsonbody.ParseObject(rawMsg)
+		if err != nil {
+			continue
+		}
+		rawContent, ok := msg.Get("content")
+		if !ok {
+			continue
+		}
+		content, err := jsonbody.ParseArray(rawContent)
+		if err != nil {
+			continue
+		}
+		for pi, rawPart := range content {
+			if _, ok := parseImagePart(rawPart); !ok {
+				continue
+			}
+			if n == k {
+				return mi, pi
+			}
+			n++
+		}
+	}
+	return -1, -1
+}
+
+var _ Step = (*ReplaceMediaURLs)(nil)
