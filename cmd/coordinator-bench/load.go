@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// target is one way to the simulated decode worker.
+type target struct {
+	name string
+	base string   // base URL, e.g. http://127.0.0.1:8200
+	hop  *process // the process between the bench and the simulator; nil for direct
+}
+
+// failed wraps a failure on t with the end of the hop's and the
+// simulator's output.
+func (t target) failed(err error) error {
+	err = fmt.Errorf("%s: %w", t.name, err)
+	if t.hop != nil {
+		err = fmt.Errorf("%w\n%s output:\n%s", err, t.hop.name, t.hop.logTail())
+	}
+	return err
+}
+
+// targetResult is one target's measured requests in one cell, merged over
+// the rounds.
+type targetResult struct {
+	Target   string          `json:"target"`
+	TTFB     []time.Duration `json:"ttfb_ns"`
+	Total    []time.Duration `json:"total_ns"`
+	Elapsed  time.Duration   `json:"elapsed_ns"`
+	CPU      time.Duration   `json:"cpu_ns"`        // the hop's CPU over the measured phases
+	SimCPU   time.Duration   `json:"sim_cpu_ns"`    // the simulator's CPU over the same phases
+	SelfCPU  time.Duration   `json:"client_cpu_ns"` // the bench's own (load generator) CPU
+	Syscalls int64           `json:"hop_syscalls"`  // the hop's read and write system calls
+	Summary  summary         `json:"summary"`
+}
+
+// cell is one scenario at one concurrency, every target measured.
+type cell struct {
+	Scenario    string          `json:"scenario"`
+	Concurrency int             `json:"concurrency"`
+	Targets     []*targetResult `json:"targets"` // direct first
+	Err         string          `json:"error,omitempty"`
+}
+
+// loader drives the targets. Workers share one keep-alive transport.
+type loader struct {
+	client      *http.Client
+	sim         *process
+	warmup      time.Duration // per target per cell
+	duration    time.Duration // measured, per target per cell, split over rounds
+	rounds      int
+	maxRequests int // measured, per target per cell, split over rounds
+}
+
+// newClient is an HTTP/1.1 keep-alive client keeping up to maxConns idle
+// connections per target.
+func newClient(maxConns int) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			MaxIdleConns:        0,
+			MaxIdleConnsPerHost: maxConns,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+		},
+		Timeout: time.Minute,
+	}
+}
+
+// runCell measures sc at conc concurrent requests on every target: a
+// warm-up per target, then rounds of measured phases visiting the targets
+// in turn, so noise on the machine lands on all of them alike. It stops at
+// the first failed request.
+func (l *loader) runCell(ctx context.Context, sc scenario, conc int, targets []target) (*cell, error) {
+	c := &cell{Scenario: sc.name, Concurrency: conc}
+	for _, t := range targets {
+		c.Targets = append(c.Targets, &targetResult{Target: t.name})
+	}
+	for _, t := range targets {
+		if _, err := l.phase(ctx, t, sc, conc, l.warmup, 0, false); err != nil {
+			return c, t.failed(fmt.Errorf("warm-up: %w", err))
+		}
+	}
+	per := l.duration / time.Duration(l.rounds)
+	for round := range l.rounds {
+		limit := l.maxRequests / l.rounds
+		if round < l.maxRequests%l.rounds {
+			limit++
+		}
+		for i, t := range targets {
+			if err := l.measure(ctx, t, sc, conc, per, limit, c.Targets[i]); err != nil {
+				return c, t.failed(err)
+			}
+		}
+	}
+	direct := summarize(c.Targets[0], nil)
+	c.Targets[0].Summary = direct
+	for _, r := range c.Targets[1:] {
+		r.Summary = summarize(r, &direct)
+	}
+	return c, nil
+}
+
+// measure runs one measured phase on t and adds it, with the CPU the hop,
+// the simulator and the bench itself used meanwhile, to into.
+func (l *loader) measure(ctx context.Context, t target, sc scenario, conc int, d time.Duration, limit int, into *targetResult) error {
+	before, err := l.cpu(t)
+	if err != nil {
+		return err
+	}
+	ph, err := l.phase(ctx, t, sc, conc, d, limit, true)
+	if err != nil {
+		return err
+	}
+	after, err := l.cpu(t)
+	if err != nil {
+		return err
+	}
+	into.TTFB = append(into.TTFB, ph.ttfb...)
+	into.Total = append(into.Total, ph.total...)
+	into.Elapsed += ph.elapsed
+	into.CPU += after.hop - before.hop
+	into.SimCPU += after.sim - before.sim
+	into.SelfCPU += after.self - before.self
+	into.Syscalls += after.hopSyscalls - before.hopSyscalls
+	return nil
+}
+
+// usage is what the processes of one target have used so far.
+type usage struct {
+	hop, sim, self time.Duration // CPU
+	hopSyscalls    int64         // the hop's read and write system calls
+}
+
+// cpu reads the usage of t's hop (none for direct), the simulator and the
+// bench.
+func (l *loader) cpu(t target) (usage, error) {
+	var u usage
+	var err error
+	if t.hop != nil {
+		if u.hop, err = t.hop.cpu(); err != nil {
+			return u, err
+		}
+		if u.hopSyscalls, err = processSyscalls(t.hop.pid()); err != nil {
+			return u, err
+		}
+	}
+	if u.sim, err = l.sim.cpu(); err != nil {
+		return u, err
+	}
+	u.self, err = processCPU(os.Getpid())
+	return u, err
+}
+
+// phaseResult is what one phase measured.
+type phaseResult struct {
+	ttfb, total []time.Duration
+	elapsed     time.Duration
+}
+
+// phase keeps conc requests in flight on t for d or until limit requests
+// were sent (0: no limit), recording the samples if record. The first
+// failed request cancels the others; the error counts the failures.
+func (l *loader) phase(ctx context.Context, t target, sc scenario, conc int, d time.Duration, limit int, record bool) (phaseResult, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	url := t.base + sc.path
+	var (
+		sent, failed atomic.Int64
+		wg           sync.WaitGroup
+		mu           sync.Mutex
+		res          phaseResult
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for range conc {
+		wg.Go(func() {
+			var ttfb, total []time.Duration
+			buf := &bytes.Buffer{}
+			br := bufio.NewReader(nil)
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				if limit > 0 && sent.Add(1) > int64(limit) {
+					break
+				}
+				first, end, err := l.do(ctx, url, sc, buf, br)
+				if err != nil {
+					if ctx.Err() == nil {
+						failed.Add(1)
+						cancel(err)
+					}
+					break
+				}
+				if record {
+					ttfb, total = append(ttfb, first), append(total, end)
+				}
+			}
+			mu.Lock()
+			res.ttfb = append(res.ttfb, ttfb...)
+			res.total = append(res.total, total...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	if err := context.Cause(ctx); err != nil {
+		if n := failed.Load(); n > 0 {
+			return res, fmt.Errorf("%d failed requests, first: %w", n, err)
+		}
+		return res, err
+	}
+	return res, nil
+}
+
+// do sends one request and checks the answer: status 200, and either a
+// JSON body with choices or sc.events server-sent events ending in
+// data: [DONE] with nothing after it. It returns the time to the first
+// response byte and to the end of the answer ([DONE] for a stream).
+func (l *loader) do(ctx context.Context, url string, sc scenario, buf *bytes.Buffer, br *bufio.Reader) (ttfb, total time.Duration, err error) {
+	var first time.Time
+	trace := &httptrace.ClientTrace{GotFirstResponseByte: func() { first = time.Now() }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, url, bytes.NewReader(sc.body))
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return 0, 0, fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(snippet))
+	}
+	var end time.Time
+	if sc.stream {
+		br.Reset(resp.Body)
+		events, done, err := countEvents(br)
+		end = time.Now()
+		if err != nil {
+			return 0, 0, fmt.Errorf("read stream: %w", err)
+		}
+		if !done || events != sc.events {
+			return 0, 0, fmt.Errorf("stream: %d events (ended by [DONE]: %t), want %d ending in [DONE]", events, done, sc.events)
+		}
+		if n, err := io.Copy(io.Discard, br); err != nil || n > 0 {
+			return 0, 0, fmt.Errorf("stream: %d bytes after [DONE] (%v)", n, err)
+		}
+	} else {
+		buf.Reset()
+		_, err := buf.ReadFrom(resp.Body)
+		end = time.Now()
+		if err != nil {
+			return 0, 0, fmt.Errorf("read body: %w", err)
+		}
+		if !json.Valid(buf.Bytes()) || !bytes.Contains(buf.Bytes(), []byte(`"choices"`)) {
+			return 0, 0, errors.New("body: not a JSON completion")
+		}
+	}
+	if first.IsZero() {
+		return 0, 0, errors.New("no first-byte time")
+	}
+	return first.Sub(start), end.Sub(start), nil
+}

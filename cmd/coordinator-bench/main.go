@@ -1,0 +1,207 @@
+// Command coordinator-bench measures what the coordinator adds to a request
+// over a bare reverse proxy. On loopback it starts the simulator (zero TTFT
+// and token delay), a bare httputil.ReverseProxy in front of it (this binary
+// re-executed in a hidden -proxy mode) and the coordinator with a generated
+// decode-only config, each as its own process, and sends every scenario at
+// every concurrency to the three targets: direct (the simulated gateway),
+// proxy and coordinator. It prints, per scenario and concurrency, the p50
+// and p99 time to first byte, the p50 time to the end of the answer, the
+// latency each hop adds over direct, and the CPU each hop process spent per
+// request; then a summary against the target: the coordinator's added p50
+// at most 1.5x the bare proxy's.
+//
+//	go run ./cmd/coordinator-bench [-duration 8s] [-concurrency 4,64] [-scenarios chat,chat-stream] [-json out.json]
+//
+// It is not a test: it exits non-zero only when it cannot measure (a build
+// or start failure, a failed request), not when the target is missed.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == proxyMode {
+		if err := runProxy(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "coordinator-bench -proxy:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil && ctx.Err() != nil {
+		err = errors.New("interrupted")
+	}
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the parsed flags.
+type options struct {
+	duration    time.Duration
+	warmup      time.Duration
+	rounds      int
+	maxRequests int
+	concurrency []int
+	scenarios   []scenario
+	jsonPath    string
+	perfPath    string
+}
+
+func parseFlags(args []string, out io.Writer) (options, error) {
+	fs := flag.NewFlagSet("coordinator-bench", flag.ContinueOnError)
+	fs.SetOutput(out)
+	var o options
+	fs.DurationVar(&o.duration, "duration", 8*time.Second, "measured time per target per cell (scenario x concurrency), split over the rounds")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured warm-up per target per cell")
+	fs.IntVar(&o.rounds, "rounds", 3, "measured rounds per cell, each visiting direct, proxy, coordinator in turn")
+	fs.IntVar(&o.maxRequests, "requests", 20000, "measured requests per target per cell at most")
+	conc := fs.String("concurrency", "4,64", "comma-separated numbers of concurrent requests")
+	names := fs.String("scenarios", scenarioNames(), "comma-separated scenarios")
+	fs.StringVar(&o.jsonPath, "json", "", "write the raw results (every sample, in ns) as JSON to this file")
+	fs.StringVar(&o.perfPath, "perf", "", "record the coordinator with perf record -g into this `file`")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if o.duration <= 0 || o.warmup < 0 || o.rounds < 1 || o.maxRequests < o.rounds {
+		return o, errors.New("-duration must be positive, -warmup not negative, -rounds at least 1, -requests at least -rounds")
+	}
+	var err error
+	if o.concurrency, err = parseInts(*conc); err != nil {
+		return o, fmt.Errorf("-concurrency: %w", err)
+	}
+	if o.scenarios, err = selectScenarios(*names); err != nil {
+		return o, fmt.Errorf("-scenarios: %w", err)
+	}
+	return o, nil
+}
+
+// parseInts parses a comma list of positive integers.
+func parseInts(list string) ([]int, error) {
+	var ns []int
+	for f := range strings.SplitSeq(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("want positive integers, got %q", f)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "coordinator-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	fmt.Fprintln(stderr, "building the coordinator and the simulator...")
+	coordinatorBin, simBin, err := build(ctx, dir)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	env := &fleet{dir: dir}
+	defer env.stopAll()
+	sim, gateway, err := env.startSim(ctx, simBin)
+	if err != nil {
+		return err
+	}
+	proxy, err := env.startProxy(ctx, self, gateway)
+	if err != nil {
+		return err
+	}
+	coordinators, err := env.startCoordinators(ctx, coordinatorBin, gateway, o.scenarios)
+	if err != nil {
+		return err
+	}
+	if o.perfPath != "" {
+		if err := env.startPerf(o.perfPath, coordinators); err != nil {
+			return err
+		}
+	}
+
+	l := &loader{
+		client:      newClient(max(256, slices.Max(o.concurrency))),
+		sim:         sim,
+		warmup:      o.warmup,
+		duration:    o.duration,
+		rounds:      o.rounds,
+		maxRequests: o.maxRequests,
+	}
+	writeHeader(stdout, o)
+	var cells []*cell
+	failed := 0
+	for _, sc := range o.scenarios {
+		targets := []target{
+			{name: "direct", base: gateway},
+			proxy,
+			coordinators[pipelineKey(sc.pipeline)],
+		}
+		for _, conc := range o.concurrency {
+			if ctx.Err() != nil {
+				break
+			}
+			fmt.Fprintf(stderr, "measuring %s at %d concurrent...\n", sc.name, conc)
+			c, err := l.runCell(ctx, sc, conc, targets)
+			if ctx.Err() != nil {
+				break
+			}
+			if err != nil {
+				c.Err = err.Error()
+				failed++
+			}
+			cells = append(cells, c)
+			writeCell(stdout, c)
+		}
+	}
+	perfErr := env.stopPerf()
+	if ctx.Err() != nil {
+		return errors.New("interrupted")
+	}
+	writeSummary(stdout, cells)
+	if o.jsonPath != "" {
+		if err := writeJSON(o.jsonPath, o, cells); err != nil {
+			return err
+		}
+	}
+	if perfErr != nil {
+		return perfErr
+	}
+	if o.perfPath != "" {
+		fmt.Fprintf(stdout, "\nperf profile of the coordinator: perf report -i %s\n", o.perfPath)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d cells failed", failed, len(cells))
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"text/tabwriter"
+	"time"
+)
+
+// maxAddedRatio is the target: the coordinator's added p50 time to first
+// byte at most this many times the bare proxy's.
+const maxAddedRatio = 1.5
+
+func writeHeader(w io.Writer, o options) {
+	fmt.Fprintf(w, "coordinator-bench: %s %s/%s, %d CPUs, GOMAXPROCS %d, everything on 127.0.0.1\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "simulator: --ttft 0 --token-delay 0 --strict=false; coordinator: decode-only pipeline, log_level 1\n")
+	fmt.Fprintf(w, "per target per cell: %v warm-up, then up to %v / %d requests measured in %d rounds (direct, proxy, coordinator in turn)\n",
+		o.warmup, o.duration, o.maxRequests, o.rounds)
+	fmt.Fprintf(w, "TTFB: request sent to first response byte; total: to the end of the body or data: [DONE]; all in µs\n")
+	fmt.Fprintf(w, "CPU: utime+stime of each process from /proc/<pid>/stat (USER_HZ %d) over the measured phases, per request;\n", clockTicks)
+	fmt.Fprintf(w, "  hop = the proxy or coordinator process, sim = the simulator, client = this load generator;\n")
+	fmt.Fprintf(w, "  hop syscalls = its read and write system calls (syscr+syscw in /proc/<pid>/io) per request\n")
+}
+
+// writeCell prints one scenario at one concurrency.
+func writeCell(w io.Writer, c *cell) {
+	fmt.Fprintf(w, "\n== %s, %d concurrent ==\n", c.Scenario, c.Concurrency)
+	if c.Err != "" {
+		fmt.Fprintf(w, "ABORTED: %s\n", c.Err)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target\trequests\treq/s\tTTFB p50\tTTFB p99\ttotal p50\tadded TTFB p50\tadded total p50\thop CPU/req\thop syscalls/req\tsim CPU/req\tclient CPU/req\t")
+	for i, r := range c.Targets {
+		s := r.Summary
+		added, addedTotal, hop, syscalls := "-", "-", "-", "-"
+		if i > 0 {
+			added, addedTotal, hop = micros(s.AddedP50), micros(s.AddedTotal), micros(s.CPUPerReq)
+			syscalls = fmt.Sprintf("%.1f", s.SyscallsPerReq)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Target, s.Requests, s.PerSecond,
+			micros(s.TTFBp50), micros(s.TTFBp99), micros(s.TotalP50),
+			added, addedTotal, hop, syscalls, micros(s.SimPerReq), micros(s.SelfPerReq))
+	}
+	_ = tw.Flush()
+	v := verdictOf(c)
+	fmt.Fprintf(w, "coordinator added / proxy added, TTFB p50: %s (target <= %.1f) %s\n", v.ratio, maxAddedRatio, v.verdict)
+	fmt.Fprintf(w, "coordinator added / proxy added, total p50: %s\n", v.totalRatio)
+	fmt.Fprintf(w, "coordinator CPU / proxy CPU per request: %s\n", v.cpuRatio)
+}
+
+// verdict is a cell's comparison of the coordinator with the proxy.
+type verdict struct {
+	ratio, totalRatio, cpuRatio, verdict string
+}
+
+func verdictOf(c *cell) verdict {
+	if c.Err != "" || len(c.Targets) < 3 {
+		return verdict{"-", "-", "-", "ABORTED"}
+	}
+	proxy, coord := c.Targets[1].Summary, c.Targets[2].Summary
+	v := verdict{verdict: "n/a (proxy adds nothing measurable)"}
+	if r, ok := ratio(coord.AddedP50, proxy.AddedP50); ok {
+		v.ratio = fmt.Sprintf("%.2fx", r)
+		v.verdict = "PASS"
+		if r > maxAddedRatio {
+			v.verdict = fmt.Sprintf("FAIL (%.2fx over)", r/maxAddedRatio)
+		}
+	} else {
+		v.ratio = "-"
+	}
+	v.totalRatio, v.cpuRatio = "-", "-"
+	if r, ok := ratio(coord.AddedTotal, proxy.AddedTotal); ok {
+		v.totalRatio = fmt.Sprintf("%.2fx", r)
+	}
+	if r, ok := ratio(coord.CPUPerReq, proxy.CPUPerReq); ok {
+		v.cpuRatio = fmt.Sprintf("%.2fx", r)
+	}
+	return v
+}
+
+// writeSummary prints one line per cell against the target.
+func writeSummary(w io.Writer, cells []*cell) {
+	fmt.Fprintf(w, "\n== summary: coordinator vs bare proxy, added over direct (target: added TTFB p50 ratio <= %.1f) ==\n", maxAddedRatio)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\tconc\tdirect TTFB p50\tproxy added\tcoordinator added\tratio\tverdict\tproxy CPU/req\tcoordinator CPU/req\tCPU ratio")
+	for _, c := range cells {
+		v := verdictOf(c)
+		if c.Err != "" {
+			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t%s\t-\t-\t-\n", c.Scenario, c.Concurrency, v.verdict)
+			continue
+		}
+		direct, proxy, coord := c.Targets[0].Summary, c.Targets[1].Summary, c.Targets[2].Summary
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Scenario, c.Concurrency,
+			micros(direct.TTFBp50), micros(proxy.AddedP50), micros(coord.AddedP50), v.ratio, v.verdict,
+			micros(proxy.CPUPerReq), micros(coord.CPUPerReq), v.cpuRatio)
+	}
+	_ = tw.Flush()
+}
+
+// micros formats d in microseconds.
+func micros(d time.Duration) string {
+	return fmt.Sprintf("%.1f", float64(d)/float64(time.Microsecond))
+}
+
+// writeJSON writes the options and every cell, samples included, to path.
+func writeJSON(path string, o options, cells []*cell) error {
+	names := make([]string, len(o.scenarios))
+	for i, s := range o.scenarios {
+		names[i] = s.name
+	}
+	doc := struct {
+		Go          string        `json:"go"`
+		CPUs        int           `json:"cpus"`
+		Duration    time.Duration `json:"duration_ns"`
+		Warmup      time.Duration `json:"warmup_ns"`
+		Rounds      int           `json:"rounds"`
+		MaxRequests int           `json:"max_requests"`
+		Concurrency []int         `json:"concurrency"`
+		Scenarios   []string      `json:"scenarios"`
+		Cells       []*cell       `json:"cells"`
+	}{runtime.Version(), runtime.NumCPU(), o.duration, o.warmup, o.rounds, o.maxRequests, o.concurrency, names, cells}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(raw, '\n'), 0o644)
+}
