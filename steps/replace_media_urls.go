@@ -117,7 +117,9 @@ func NewReplaceMediaURLsPluginWith(opts ...media.Option) Plugin {
 // count, data URIs, URL schemes and domains) runs, in document order,
 // before any download starts; downloads then run concurrently, bounded by
 // max_concurrent_downloads, and the first failure cancels the others.
-// Execute returns only once every download it started has ended.
+// Execute returns only once every download it started has ended. When ctx
+// ends first, Execute returns ctx.Err() (even if a data URI is malformed:
+// nothing is checked for a request already gone).
 func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) error {
 	obj, err := jsonbody.ParseObject(rc.Body)
 	if err != nil {

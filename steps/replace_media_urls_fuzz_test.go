@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"net/url"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -86,11 +85,7 @@ func FuzzReplaceMediaURLsBody(f *testing.F) {
 			}
 		}
 		rc := &steps.RequestContext{Format: steps.FormatChat, Body: body}
-		start := time.Now()
 		err := step.Execute(context.Background(), rc)
-		if time.Since(start) > time.Second {
-			t.Fatalf("slow: %v %q err=%v", time.Since(start), body, err)
-		}
 		if err != nil {
 			assert.NotErrorIs(t, err, context.Canceled)
 			assert.Equal(t, body, rc.Body, "body untouched on failure")

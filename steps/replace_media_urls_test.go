@@ -231,8 +231,9 @@ func TestReplaceMediaURLsErrors(t *testing.T) {
 		{name: "domain not allowed", parts: []string{mediaImagePart("http://evil.test/a.png")}, params: map[string]any{"allowed_domains": []any{"images.test"}}, invalid: true, msg: `downloading image 0: domain "evil.test" is not allowed`},
 		{name: "private address", parts: []string{mediaImagePart("data:image/png;base64,AAAA"), mediaImagePart("http://10.0.0.1/a.png")}, invalid: true, msg: "downloading image 1: address 10.0.0.1 is not allowed"},
 		{name: "metadata address", parts: []string{mediaImagePart("http://169.254.169.254/latest/meta-data/")}, invalid: true, msg: "downloading image 0: address 169.254.169.254 is not allowed: link-local"},
-		{name: "metadata address with allow_private_networks", parts: []string{mediaImagePart("http://169.254.169.254/")}, params: map[string]any{"allow_private_networks": true}, invalid: true, msg: "address 169.254.169.254 is not allowed"},
-		{name: "redirect to a private address", handler: func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "http://192.168.0.10/x.png", http.StatusFound) }, invalid: true, msg: "downloading image 0: address 192.168.0.10 is not allowed: private network"},
+		{name: "redirect to a private address", handler: func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://192.168.0.10/x.png", http.StatusFound)
+		}, invalid: true, msg: "downloading image 0: address 192.168.0.10 is not allowed: private network"},
 		{name: "not an image", handler: serveImage("text/html", []byte("<html></html>")), invalid: true, msg: `downloading image 0: content type "text/html" is not an allowed image type`},
 		{name: "too large", handler: tooLarge, params: map[string]any{"max_download_size": 1}, invalid: true, msg: "downloading image 0: content length 1048577 exceeds 1048576 bytes"},
 		{name: "one too large among many", parts: []string{mediaImagePart(ok.URL + "/a"), mediaImagePart(big.URL + "/b"), mediaImagePart(ok.URL + "/c")}, params: map[string]any{"max_download_size": 1}, invalid: true, msg: "downloading image 1: content length"},
@@ -266,6 +267,49 @@ func TestReplaceMediaURLsErrors(t *testing.T) {
 			assert.Empty(t, rc.Multimodal)
 		})
 	}
+}
+
+// The production policy, which no config key relaxes beyond RFC 1918:
+// every URL here is refused before a connection is attempted.
+func TestReplaceMediaURLsProductionPolicy(t *testing.T) {
+	t.Parallel()
+	o := newMediaOrigin(t, serveImage("image/png", mediaPNG))
+	port := o.Listener.Addr().(interface{ AddrPort() netip.AddrPort }).AddrPort().Port()
+	tests := []struct {
+		url  string
+		msg  string
+		both bool // refused with allow_private_networks too
+	}{
+		{url: o.URL + "/a.png", msg: "address 127.0.0.1 is not allowed: loopback", both: true},
+		{url: fmt.Sprintf("http://localhost:%d/a.png", port), msg: "is not allowed: loopback", both: true},
+		{url: "http://169.254.169.254/latest/meta-data/", msg: "address 169.254.169.254 is not allowed: link-local", both: true},
+		{url: "http://[::ffff:169.254.169.254]/", msg: "address 169.254.169.254 is not allowed: link-local", both: true},
+		{url: "http://0.0.0.0/", msg: "address 0.0.0.0 is not allowed: unspecified", both: true},
+		{url: "http://100.64.0.1/", msg: "address 100.64.0.1 is not allowed: carrier-grade NAT", both: true},
+		{url: "http://[fc00::1]/", msg: "address fc00::1 is not allowed: unique local", both: true},
+		{url: "http://10.0.0.1/", msg: "address 10.0.0.1 is not allowed: private network"},
+		{url: "http://172.16.0.1/", msg: "address 172.16.0.1 is not allowed: private network"},
+		{url: "http://192.168.1.1/", msg: "address 192.168.1.1 is not allowed: private network"},
+	}
+	strict, err := steps.NewReplaceMediaURLsPlugin().New(nil)
+	require.NoError(t, err)
+	lax, err := steps.NewReplaceMediaURLsPlugin().New(map[string]any{"allow_private_networks": true})
+	require.NoError(t, err)
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			t.Parallel()
+			err := execMedia(strict, mediaContext(mediaChatBody(mediaImagePart(tt.url))))
+			require.ErrorIs(t, err, steps.ErrInvalidRequest)
+			assert.Contains(t, err.Error(), "downloading image 0: ")
+			assert.Contains(t, err.Error(), tt.msg)
+			if tt.both {
+				err := execMedia(lax, mediaContext(mediaChatBody(mediaImagePart(tt.url))))
+				require.ErrorIs(t, err, steps.ErrInvalidRequest)
+				assert.Contains(t, err.Error(), tt.msg)
+			}
+		})
+	}
+	t.Cleanup(func() { assert.Zero(t, o.hits.Load()) })
 }
 
 // Checks that need no network run for every image before any download.
