@@ -11,6 +11,8 @@ type imagePart struct {
 	ImageURL *jsonbody.Object
 	// URL is image_url.url.
 	URL string
+	// Message and Content locate the part: messages[Message].content[Content].
+	Message, Content int
 }
 
 // editImageParts calls fn for each image part of a chat body, in document
@@ -49,6 +51,7 @@ func editImageParts(obj *jsonbody.Object, fn func(k int, p *imagePart) (changed 
 			if !ok {
 				continue
 			}
+			p.Message, p.Content = mi, pi
 			changed, err := fn(k, p)
 			k++
 			if err != nil {

@@ -126,8 +126,10 @@ func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) erro
 		return Invalidf("body: %v", err)
 	}
 	var urls []string
+	var where [][2]int // message and content index of each image, for errors
 	_ = forEachImagePart(obj, func(_ int, p *imagePart) error {
 		urls = append(urls, p.URL)
+		where = append(where, [2]int{p.Message, p.Content})
 		return nil
 	})
 	if len(urls) == 0 {
@@ -153,8 +155,7 @@ func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) erro
 		}
 		mediaType, payload, err := media.ParseDataURI(u)
 		if err != nil {
-			msg, part := imageLocation(obj, k)
-			return Invalidf("parsing data URI at message %d part %d: %v", msg, part, err)
+			return Invalidf("parsing data URI at message %d part %d: %v", where[k][0], where[k][1], err)
 		}
 		entries[k].ContentType, entries[k].Base64Data = mediaType, payload
 	}
@@ -260,39 +261,6 @@ func dataURIJSON(mediaType, b64 string) []byte {
 	raw = append(raw, sep...)
 	raw = append(raw, b64...)
 	return append(raw, '"')
-}
-
-// imageLocation returns the message and content part indexes of image k,
-// walking the body exactly as editImageParts does; (-1, -1) if there is no
-// image k. Only error messages need it.
-func imageLocation(obj *jsonbody.Object, k int) (message, part int) {
-	rawMessages, _ := obj.Get("messages")
-	messages, _ := jsonbody.ParseArray(rawMessages)
-	n := 0
-	for mi, rawMsg := range messages {
-		msg, err := jsonbody.ParseObject(rawMsg)
-		if err != nil {
-			continue
-		}
-		rawContent, ok := msg.Get("content")
-		if !ok {
-			continue
-		}
-		content, err := jsonbody.ParseArray(rawContent)
-		if err != nil {
-			continue
-		}
-		for pi, rawPart := range content {
-			if _, ok := parseImagePart(rawPart); !ok {
-				continue
-			}
-			if n == k {
-				return mi, pi
-			}
-			n++
-		}
-	}
-	return -1, -1
 }
 
 var _ Step = (*ReplaceMediaURLs)(nil)
