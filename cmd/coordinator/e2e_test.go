@@ -31,7 +31,7 @@ type stack struct {
 
 // startStack starts the real fx app on 127.0.0.1:0 with the YAML pipeline
 // section given, and stops it when the test ends.
-func startStack(t *testing.T, gatewayURL, renderURL, extraYAML string) *stack {
+func startStack(t *testing.T, gatewayURL, renderURL, extraYAML string, opts ...fx.Option) *stack {
 	t.Helper()
 	yaml := fmt.Sprintf(`
 log_level: 1
@@ -45,7 +45,7 @@ gateway:
 	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
 	var addrs *service.Addresses
-	app := fxtest.New(t, App(cfg, service.NewLogger(io.Discard, cfg.LogLevel)), fx.Populate(&addrs))
+	app := fxtest.New(t, App(cfg, service.NewLogger(io.Discard, cfg.LogLevel)), fx.Options(opts...), fx.Populate(&addrs))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 	conn, err := grpc.NewClient(addrs.GRPC(), grpc.WithTransportCredentials(insecure.NewCredentials()))
