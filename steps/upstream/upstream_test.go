@@ -1,0 +1,122 @@
+package upstream_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordinator-project/coordinator/steps/upstream"
+)
+
+func TestForwardedHeaders(t *testing.T) {
+	t.Parallel()
+	in := http.Header{
+		"Authorization": {"Bearer a", "Bearer b"}, "Cookie": {"c=1"}, "X-Custom": {"v"}, "Traceparent": {"00-x"},
+		"Connection": {"close"}, "Keep-Alive": {"1"}, "Te": {"trailers"}, "Transfer-Encoding": {"chunked"}, "Upgrade": {"h2c"},
+		"Host": {"h"}, "Content-Length": {"3"}, "Content-Type": {"text/plain"}, "Epp-Profile": {"prefill"},
+		"Prefer": {"if-available"}, "X-Request-Id": {"r"}, "Accept-Encoding": {"gzip"}, "Empty": {},
+	}
+	got := upstream.ForwardedHeaders(in)
+	assert.Equal(t, http.Header{
+		"authorization": {"Bearer a"}, "cookie": {"c=1"}, "x-custom": {"v"}, "traceparent": {"00-x"},
+	}, got)
+	assert.Equal(t, []string{"Bearer a", "Bearer b"}, in["Authorization"], "the input is not modified")
+	assert.False(t, upstream.Forwardable("EPP-Profile"))
+	assert.True(t, upstream.Forwardable("X-Llm-D-Slo-Ttft-Ms"))
+}
+
+func TestRequestID(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"a", "req-abc-123", strings.Repeat("A", 128), "0-9"} {
+		assert.True(t, upstream.ValidRequestID(ok), ok)
+		assert.Equal(t, ok, upstream.RequestID(ok))
+	}
+	for _, bad := range []string{"", strings.Repeat("a", 129), "a b", "evil\r\nInjected: x", "x_y", "é"} {
+		assert.False(t, upstream.ValidRequestID(bad), bad)
+		got := upstream.RequestID(bad)
+		assert.True(t, upstream.ValidRequestID(got))
+		assert.Len(t, got, 36)
+	}
+}
+
+func TestPost(t *testing.T) {
+	t.Parallel()
+	var got *http.Request
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Clone(context.Background())
+		switch r.URL.Path {
+		case "/bad":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = w.Write([]byte(`{"error":"bad tokens"}`))
+		case "/slow":
+			time.Sleep(300 * time.Millisecond)
+		default:
+			w.WriteHeader(http.StatusCreated)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c, err := upstream.New(upstream.Options{Address: srv.URL + "/", MaxIdleConnsPerHost: 2, ResponseHeaderTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	req := upstream.Request{Leg: "prefill", Path: "/v1/chat/completions", Profile: upstream.ProfilePrefill, RequestID: "rid",
+		Header: http.Header{"x-custom": {"v"}}, Body: []byte(`{}`)}
+
+	resp, err := c.Post(context.Background(), req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusCreated, resp.StatusCode, "any 2xx is success")
+	assert.Equal(t, "/v1/chat/completions", got.URL.Path, "a trailing slash on the address is dropped")
+	assert.Equal(t, "prefill", got.Header.Get("EPP-Profile"))
+	assert.Equal(t, "rid", got.Header.Get("X-Request-Id"))
+	assert.Equal(t, "application/json", got.Header.Get("Content-Type"))
+	assert.Equal(t, "v", got.Header.Get("X-Custom"))
+	assert.Empty(t, got.Header.Get("Accept-Encoding"), "legs are not compressed")
+
+	req.Path = "/bad"
+	_, err = c.Post(context.Background(), req)
+	var se *upstream.StatusError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, upstream.StatusError{Leg: "prefill", StatusCode: 422, ContentType: "application/json", Body: []byte(`{"error":"bad tokens"}`)}, *se)
+
+	req.Path = "/slow"
+	_, err = c.Post(context.Background(), req)
+	var te *upstream.TransportError
+	require.ErrorAs(t, err, &te)
+	assert.True(t, te.Timeout(), "waiting for headers past the timeout")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = c.Post(ctx, req)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.False(t, errors.As(err, &te), "a cancelled request is not a transport failure")
+}
+
+func TestPostUnreachable(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.URL
+	srv.Close()
+	c, err := upstream.New(upstream.Options{Address: addr})
+	require.NoError(t, err)
+	_, err = c.Post(context.Background(), upstream.Request{Leg: "decode", Path: "/x"})
+	var te *upstream.TransportError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, "decode", te.Leg)
+	assert.False(t, te.Timeout())
+}
+
+func TestNewRejectsBadAddresses(t *testing.T) {
+	t.Parallel()
+	for _, a := range []string{"", "gateway:80", "ftp://x", "http://", "::"} {
+		_, err := upstream.New(upstream.Options{Address: a})
+		assert.Error(t, err, a)
+	}
+}
