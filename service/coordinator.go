@@ -84,7 +84,7 @@ func (c *Coordinator) GenerateStream(req *coordinatorv1.GenerateStreamRequest, s
 	if !rc.Stream {
 		return status.Errorf(codes.InvalidArgument, `GenerateStream needs "stream": true in the body (request_id: %s)`, id)
 	}
-	rc.Sink = &streamSink{stream: stream}
+	rc.Sink = newStreamSink(stream)
 	return c.run(ctx, rc)
 }
 

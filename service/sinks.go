@@ -24,19 +24,50 @@ func (s *unarySink) Event([]byte) error {
 	return nil
 }
 
-// streamSink sends each event of a GenerateStream call as one message.
+func (s *unarySink) Flush() error { return nil }
+
+// streamSink sends the events of a GenerateStream call, those that arrived
+// together in one message. Event copies into one arena, reused once the
+// message is sent (SendMsg serialises before it returns).
 type streamSink struct {
 	stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]
+	arena  []byte
+	ends   []int // end offset in arena of each pending event
+	events coordinatorv1.OpenAIEvents
+	msg    coordinatorv1.GenerateStreamResponse
+}
+
+func newStreamSink(stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) *streamSink {
+	s := &streamSink{stream: stream}
+	s.msg.Chunk = &coordinatorv1.GenerateStreamResponse_Openai{Openai: &s.events}
+	return s
 }
 
 func (s *streamSink) Event(data []byte) error {
-	// SendMsg serialises before it returns, so data may be reused after.
-	return s.stream.Send(&coordinatorv1.GenerateStreamResponse{
-		Chunk: &coordinatorv1.GenerateStreamResponse_Openai{Openai: &coordinatorv1.OpenAIEvent{Data: data}},
-	})
+	s.arena = append(s.arena, data...)
+	s.ends = append(s.ends, len(s.arena))
+	return nil
+}
+
+func (s *streamSink) Flush() error {
+	if len(s.ends) == 0 {
+		return nil
+	}
+	s.events.Data = s.events.Data[:0]
+	start := 0
+	for _, end := range s.ends {
+		s.events.Data = append(s.events.Data, s.arena[start:end:end])
+		start = end
+	}
+	err := s.stream.Send(&s.msg)
+	s.arena, s.ends = s.arena[:0], s.ends[:0]
+	return err
 }
 
 // Response sends a whole answer (a worker that did not stream) as one event.
 func (s *streamSink) Response(_ int, _ string, body []byte) error {
-	return s.Event(body)
+	if err := s.Event(body); err != nil {
+		return err
+	}
+	return s.Flush()
 }

@@ -30,8 +30,10 @@ func relay(resp *http.Response, sink Sink) error {
 }
 
 // relayEvents reads a text/event-stream and hands each event's data to the
-// sink. Comments and fields other than data are dropped; a multi-line data
-// field is joined with "\n" as the SSE spec says.
+// sink, flushing whenever no further complete line is already buffered:
+// events that arrived together travel on together, and none waits for the
+// next read. Comments and fields other than data are dropped; a multi-line
+// data field is joined with "\n" as the SSE spec says.
 func relayEvents(r io.Reader, sink Sink) error {
 	br := bufio.NewReaderSize(r, 32<<10)
 	var data []byte
@@ -41,9 +43,14 @@ func relayEvents(r io.Reader, sink Sink) error {
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				if hasData {
-					return sink.Event(data)
+					if err := sink.Event(data); err != nil {
+						return err
+					}
 				}
-				return nil
+				return sink.Flush()
+			}
+			if flushErr := sink.Flush(); flushErr != nil {
+				return flushErr
 			}
 			return fmt.Errorf("read event stream: %w", err)
 		}
@@ -51,6 +58,11 @@ func relayEvents(r io.Reader, sink Sink) error {
 			if hasData {
 				if err := sink.Event(data); err != nil {
 					return err
+				}
+				if !lineBuffered(br) {
+					if err := sink.Flush(); err != nil {
+						return err
+					}
 				}
 			}
 			data, hasData = data[:0], false
@@ -70,6 +82,13 @@ func relayEvents(r io.Reader, sink Sink) error {
 		data = append(data, value...)
 		hasData = true
 	}
+}
+
+// lineBuffered reports whether a complete line is already in br's buffer,
+// so reading it will not block.
+func lineBuffered(br *bufio.Reader) bool {
+	buffered, _ := br.Peek(br.Buffered())
+	return bytes.IndexByte(buffered, '\n') >= 0
 }
 
 // readLine returns one line without its line ending (LF or CRLF). The slice

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -66,4 +67,33 @@ func TestRelayStopsWhenTheSinkFails(t *testing.T) {
 	err := relay(response("text/event-stream", "data: 1\n\ndata: 2\n\ndata: 3\n\n"), sink)
 	assert.ErrorIs(t, err, gone)
 	assert.Equal(t, []string{"1"}, sink.EventStrings())
+}
+
+func TestRelayFlushesWhenNothingMoreIsWaiting(t *testing.T) {
+	t.Parallel()
+	t.Run("events that arrive together travel together", func(t *testing.T) {
+		t.Parallel()
+		sink := &steptest.Sink{}
+		require.NoError(t, relay(response("text/event-stream", "data: 1\n\ndata: 2\n\ndata: 3\n\n"), sink))
+		assert.Equal(t, []string{"1", "2", "3"}, sink.EventStrings())
+		assert.Equal(t, 2, sink.Flushes, "one flush for the batch, one at the end of the stream")
+	})
+	t.Run("each event that arrives alone is flushed at once", func(t *testing.T) {
+		t.Parallel()
+		pr, pw := io.Pipe()
+		sink := &steptest.Sink{}
+		done := make(chan error, 1)
+		resp := response("text/event-stream", "")
+		resp.Body = pr
+		go func() { done <- relay(resp, sink) }()
+		for i, e := range []string{"a", "b"} {
+			_, err := pw.Write([]byte("data: " + e + "\n\n"))
+			require.NoError(t, err)
+			// The pipe hands over one write per read: the relay must have
+			// flushed this event before it reads the next one.
+			require.Eventually(t, func() bool { return sink.FlushedEvents() == i+1 }, 5*time.Second, time.Millisecond)
+		}
+		require.NoError(t, pw.Close())
+		require.NoError(t, <-done)
+	})
 }

@@ -164,16 +164,19 @@ func TestCascadeOverGRPCStream(t *testing.T) {
 		}},
 	})
 	require.NoError(t, err)
-	n := 0
+	var events []string
 	for {
-		_, err := stream.Recv()
+		msg, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		require.NoError(t, err)
-		n++
+		for _, d := range msg.GetOpenai().GetData() {
+			events = append(events, string(d))
+		}
 	}
-	assert.Greater(t, n, 1)
+	require.Greater(t, len(events), 1)
+	assert.Equal(t, "[DONE]", events[len(events)-1])
 	assert.Len(t, s.Legs(), 5)
 }
 

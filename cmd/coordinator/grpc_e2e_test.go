@@ -76,7 +76,9 @@ func TestGRPCGenerateStream(t *testing.T) {
 			break
 		}
 		require.NoError(t, err)
-		events = append(events, string(msg.GetOpenai().GetData()))
+		for _, data := range msg.GetOpenai().GetData() {
+			events = append(events, string(data))
+		}
 	}
 	require.GreaterOrEqual(t, len(events), 2)
 	assert.Equal(t, "[DONE]", events[len(events)-1])

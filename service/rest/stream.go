@@ -43,7 +43,10 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, req *coord
 	buf := make([]byte, 0, 4096)
 	msg := first
 	for {
-		buf = appendEvent(buf[:0], msg.GetOpenai().GetData())
+		buf = buf[:0]
+		for _, data := range msg.GetOpenai().GetData() {
+			buf = appendEvent(buf, data)
+		}
 		if _, err := w.Write(buf); err != nil {
 			return // client gone: its context cancels the call
 		}

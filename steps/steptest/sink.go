@@ -12,6 +12,9 @@ type Sink struct {
 	ContentType string
 	Body        []byte
 	Events      [][]byte
+	// Flushes counts Flush calls; Flushed is how many events had been
+	// delivered at the last one.
+	Flushes, Flushed int
 	// FailAfter, if > 0, makes Event fail once that many events were taken,
 	// as a client that went away.
 	FailAfter int
@@ -36,6 +39,22 @@ func (s *Sink) Event(data []byte) error {
 	}
 	s.Events = append(s.Events, append([]byte(nil), data...))
 	return nil
+}
+
+// Flush implements steps.Sink; it counts the flushes.
+func (s *Sink) Flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Flushes++
+	s.Flushed = len(s.Events)
+	return nil
+}
+
+// FlushedEvents is how many events had been delivered at the last Flush.
+func (s *Sink) FlushedEvents() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Flushed
 }
 
 // EventStrings returns the events as strings.

@@ -479,7 +479,7 @@ func (x *GenerateStreamResponse) GetChunk() isGenerateStreamResponse_Chunk {
 	return nil
 }
 
-func (x *GenerateStreamResponse) GetOpenai() *OpenAIEvent {
+func (x *GenerateStreamResponse) GetOpenai() *OpenAIEvents {
 	if x != nil {
 		if x, ok := x.Chunk.(*GenerateStreamResponse_Openai); ok {
 			return x.Openai
@@ -502,8 +502,8 @@ type isGenerateStreamResponse_Chunk interface {
 }
 
 type GenerateStreamResponse_Openai struct {
-	// One server-sent event of the decode worker's stream.
-	Openai *OpenAIEvent `protobuf:"bytes,1,opt,name=openai,proto3,oneof"`
+	// Server-sent events of the decode worker's stream, in order.
+	Openai *OpenAIEvents `protobuf:"bytes,1,opt,name=openai,proto3,oneof"`
 }
 
 type GenerateStreamResponse_Tokens struct {
@@ -635,29 +635,31 @@ func (x *OpenAIResponse) GetJson() []byte {
 	return nil
 }
 
-// OpenAIEvent is one server-sent event of the decode worker's stream.
-type OpenAIEvent struct {
+// OpenAIEvents are consecutive server-sent events of the decode worker's
+// stream. Events that reached the coordinator together travel in one
+// message; each is sent on as soon as nothing more is waiting.
+type OpenAIEvents struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The event's data, unchanged: a JSON chunk, or "[DONE]" at the end.
-	Data          []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// Each event's data, unchanged: a JSON chunk, or "[DONE]" at the end.
+	Data          [][]byte `protobuf:"bytes,1,rep,name=data,proto3" json:"data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *OpenAIEvent) Reset() {
-	*x = OpenAIEvent{}
+func (x *OpenAIEvents) Reset() {
+	*x = OpenAIEvents{}
 	mi := &file_coordinator_v1_coordinator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *OpenAIEvent) String() string {
+func (x *OpenAIEvents) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*OpenAIEvent) ProtoMessage() {}
+func (*OpenAIEvents) ProtoMessage() {}
 
-func (x *OpenAIEvent) ProtoReflect() protoreflect.Message {
+func (x *OpenAIEvents) ProtoReflect() protoreflect.Message {
 	mi := &file_coordinator_v1_coordinator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -669,12 +671,12 @@ func (x *OpenAIEvent) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use OpenAIEvent.ProtoReflect.Descriptor instead.
-func (*OpenAIEvent) Descriptor() ([]byte, []int) {
+// Deprecated: Use OpenAIEvents.ProtoReflect.Descriptor instead.
+func (*OpenAIEvents) Descriptor() ([]byte, []int) {
 	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *OpenAIEvent) GetData() []byte {
+func (x *OpenAIEvents) GetData() [][]byte {
 	if x != nil {
 		return x.Data
 	}
@@ -1576,9 +1578,9 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"request_id\x18\x01 \x01(\tB\x19\xbaH\x16r\x14\x18\x80\x012\x0f^[A-Za-z0-9-]*$R\trequestId\x127\n" +
 	"\x06openai\x18\x02 \x01(\v2\x1d.coordinator.v1.OpenAIRequestH\x00R\x06openai\x127\n" +
 	"\x06tokens\x18\x03 \x01(\v2\x1d.coordinator.v1.TokensRequestH\x00R\x06tokensB\x0e\n" +
-	"\x05input\x12\x05\xbaH\x02\b\x01\"\x8f\x01\n" +
-	"\x16GenerateStreamResponse\x125\n" +
-	"\x06openai\x18\x01 \x01(\v2\x1b.coordinator.v1.OpenAIEventH\x00R\x06openai\x125\n" +
+	"\x05input\x12\x05\xbaH\x02\b\x01\"\x90\x01\n" +
+	"\x16GenerateStreamResponse\x126\n" +
+	"\x06openai\x18\x01 \x01(\v2\x1c.coordinator.v1.OpenAIEventsH\x00R\x06openai\x125\n" +
 	"\x06tokens\x18\x02 \x01(\v2\x1b.coordinator.v1.TokensChunkH\x00R\x06tokensB\a\n" +
 	"\x05chunk\"o\n" +
 	"\rOpenAIRequest\x12A\n" +
@@ -1588,9 +1590,9 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\vstatus_code\x18\x01 \x01(\x05R\n" +
 	"statusCode\x12!\n" +
 	"\fcontent_type\x18\x02 \x01(\tR\vcontentType\x12\x12\n" +
-	"\x04json\x18\x03 \x01(\fR\x04json\"!\n" +
-	"\vOpenAIEvent\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"\xfa\x01\n" +
+	"\x04json\x18\x03 \x01(\fR\x04json\"\"\n" +
+	"\fOpenAIEvents\x12\x12\n" +
+	"\x04data\x18\x01 \x03(\fR\x04data\"\xfa\x01\n" +
 	"\rTokensRequest\x12\x1d\n" +
 	"\x05model\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x05model\x12%\n" +
 	"\ttoken_ids\x18\x02 \x03(\rB\b\xbaH\x05\x92\x01\x02\b\x01R\btokenIds\x12:\n" +
@@ -1722,7 +1724,7 @@ var file_coordinator_v1_coordinator_proto_goTypes = []any{
 	(*GenerateStreamResponse)(nil), // 5: coordinator.v1.GenerateStreamResponse
 	(*OpenAIRequest)(nil),          // 6: coordinator.v1.OpenAIRequest
 	(*OpenAIResponse)(nil),         // 7: coordinator.v1.OpenAIResponse
-	(*OpenAIEvent)(nil),            // 8: coordinator.v1.OpenAIEvent
+	(*OpenAIEvents)(nil),           // 8: coordinator.v1.OpenAIEvents
 	(*TokensRequest)(nil),          // 9: coordinator.v1.TokensRequest
 	(*SamplingParams)(nil),         // 10: coordinator.v1.SamplingParams
 	(*MultimodalFeatures)(nil),     // 11: coordinator.v1.MultimodalFeatures
@@ -1743,7 +1745,7 @@ var file_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	14, // 3: coordinator.v1.GenerateResponse.tokens:type_name -> coordinator.v1.TokensResponse
 	6,  // 4: coordinator.v1.GenerateStreamRequest.openai:type_name -> coordinator.v1.OpenAIRequest
 	9,  // 5: coordinator.v1.GenerateStreamRequest.tokens:type_name -> coordinator.v1.TokensRequest
-	8,  // 6: coordinator.v1.GenerateStreamResponse.openai:type_name -> coordinator.v1.OpenAIEvent
+	8,  // 6: coordinator.v1.GenerateStreamResponse.openai:type_name -> coordinator.v1.OpenAIEvents
 	15, // 7: coordinator.v1.GenerateStreamResponse.tokens:type_name -> coordinator.v1.TokensChunk
 	0,  // 8: coordinator.v1.OpenAIRequest.endpoint:type_name -> coordinator.v1.Endpoint
 	10, // 9: coordinator.v1.TokensRequest.sampling:type_name -> coordinator.v1.SamplingParams

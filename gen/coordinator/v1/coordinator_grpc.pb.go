@@ -44,7 +44,7 @@ type CoordinatorServiceClient interface {
 	// method; the JSON body is carried as bytes, unparsed.
 	Generate(ctx context.Context, in *GenerateRequest, opts ...grpc.CallOption) (*GenerateResponse, error)
 	// GenerateStream runs one request and streams the answer as the decode
-	// worker produces it: one message per server-sent event for OpenAI input,
+	// worker produces it: server-sent events for OpenAI input,
 	// incremental token IDs for tokens input. An OpenAI body must carry
 	// "stream": true.
 	//
@@ -111,7 +111,7 @@ type CoordinatorServiceServer interface {
 	// method; the JSON body is carried as bytes, unparsed.
 	Generate(context.Context, *GenerateRequest) (*GenerateResponse, error)
 	// GenerateStream runs one request and streams the answer as the decode
-	// worker produces it: one message per server-sent event for OpenAI input,
+	// worker produces it: server-sent events for OpenAI input,
 	// incremental token IDs for tokens input. An OpenAI body must carry
 	// "stream": true.
 	//
