@@ -23,11 +23,16 @@ import (
 // messageSlack is room for the gRPC envelope around the largest body.
 const messageSlack = 1 << 20
 
-// NewGRPCServer builds the gRPC server: logging, panic recovery and
-// protovalidate interceptors on unary and streaming calls, the
-// CoordinatorService, grpc.health.v1 and server reflection. Messages may be
-// as large as the configured body cap.
-func NewGRPCServer(svc *Coordinator, healthSrv *health.Server, maxBodyBytes int64, log *slog.Logger) (*grpc.Server, error) {
+// Interceptors is the chain every CoordinatorService call runs through,
+// over the network and in process alike: logging, panic recovery, then
+// protovalidate.
+type Interceptors struct {
+	Unary  grpc.UnaryServerInterceptor
+	Stream grpc.StreamServerInterceptor
+}
+
+// NewInterceptors builds the chain.
+func NewInterceptors(log *slog.Logger) (*Interceptors, error) {
 	validator, err := protovalidate.New()
 	if err != nil {
 		return nil, fmt.Errorf("protovalidate: %w", err)
@@ -43,27 +48,37 @@ func NewGRPCServer(svc *Coordinator, healthSrv *health.Server, maxBodyBytes int6
 		log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})
+	return &Interceptors{
+		Unary: chainUnary(
+			logging.UnaryServerInterceptor(logger, logOpts...),
+			recovery.UnaryServerInterceptor(recoverOpt),
+			grpcvalidate.UnaryServerInterceptor(validator),
+		),
+		Stream: chainStream(
+			logging.StreamServerInterceptor(logger, logOpts...),
+			recovery.StreamServerInterceptor(recoverOpt),
+			grpcvalidate.StreamServerInterceptor(validator),
+		),
+	}, nil
+}
+
+// NewGRPCServer builds the gRPC server: the interceptors on unary and
+// streaming calls, the CoordinatorService, grpc.health.v1 and server
+// reflection. Messages may be as large as the configured body cap.
+func NewGRPCServer(svc *Coordinator, chain *Interceptors, healthSrv *health.Server, maxBodyBytes int64) *grpc.Server {
 	limit := int(maxBodyBytes) + messageSlack
 	s := grpc.NewServer(
 		grpc.MaxRecvMsgSize(limit),
 		grpc.MaxSendMsgSize(limit),
 		grpc.InitialWindowSize(1<<20),
 		grpc.InitialConnWindowSize(4<<20),
-		grpc.ChainUnaryInterceptor(
-			logging.UnaryServerInterceptor(logger, logOpts...),
-			recovery.UnaryServerInterceptor(recoverOpt),
-			grpcvalidate.UnaryServerInterceptor(validator),
-		),
-		grpc.ChainStreamInterceptor(
-			logging.StreamServerInterceptor(logger, logOpts...),
-			recovery.StreamServerInterceptor(recoverOpt),
-			grpcvalidate.StreamServerInterceptor(validator),
-		),
+		grpc.UnaryInterceptor(chain.Unary),
+		grpc.StreamInterceptor(chain.Stream),
 	)
 	coordinatorv1.RegisterCoordinatorServiceServer(s, svc)
 	healthpb.RegisterHealthServer(s, healthSrv)
 	reflection.Register(s)
-	return s, nil
+	return s
 }
 
 // callLevel logs finished calls at debug level when they succeed: the
@@ -76,5 +91,29 @@ func callLevel(code codes.Code) logging.Level {
 		return logging.LevelError
 	default:
 		return logging.LevelInfo
+	}
+}
+
+// chainUnary runs interceptors outermost first, as grpc.ChainUnaryInterceptor.
+func chainUnary(interceptors ...grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		next := handler
+		for i := len(interceptors) - 1; i >= 0; i-- {
+			icpt, inner := interceptors[i], next
+			next = func(ctx context.Context, req any) (any, error) { return icpt(ctx, req, info, inner) }
+		}
+		return next(ctx, req)
+	}
+}
+
+// chainStream runs interceptors outermost first, as grpc.ChainStreamInterceptor.
+func chainStream(interceptors ...grpc.StreamServerInterceptor) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		next := handler
+		for i := len(interceptors) - 1; i >= 0; i-- {
+			icpt, inner := interceptors[i], next
+			next = func(srv any, ss grpc.ServerStream) error { return icpt(srv, ss, info, inner) }
+		}
+		return next(srv, ss)
 	}
 }

@@ -10,9 +10,7 @@ import (
 
 	"go.uber.org/fx"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
-	"google.golang.org/grpc/test/bufconn"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service/config"
@@ -22,7 +20,7 @@ import (
 
 // Module wires the gRPC side: the gateway client, the pipeline built from
 // the "steps" group and the config, CoordinatorService, the gRPC server on
-// server.grpc_listen_addr, and an in-process connection the REST front uses.
+// server.grpc_listen_addr, and the in-process channel the REST front uses.
 var Module = fx.Module("service",
 	fx.Provide(
 		newGatewayClient,
@@ -30,6 +28,7 @@ var Module = fx.Module("service",
 		NewCoordinator,
 		health.NewServer,
 		NewReadiness,
+		NewInterceptors,
 		newGRPCServer,
 		newInProcess,
 		NewAddresses,
@@ -63,40 +62,26 @@ func newPipeline(plugins []steps.Plugin, cfg config.Config) (*steps.Pipeline, er
 	})
 }
 
-func newGRPCServer(svc *Coordinator, h *health.Server, cfg config.Config, log *slog.Logger) (*grpc.Server, error) {
-	return NewGRPCServer(svc, h, cfg.Server.MaxRequestBodyBytes(), log)
+func newGRPCServer(svc *Coordinator, chain *Interceptors, h *health.Server, cfg config.Config) *grpc.Server {
+	return NewGRPCServer(svc, chain, h, cfg.Server.MaxRequestBodyBytes())
 }
 
-// InProcess is an in-memory connection to the gRPC server: the REST front
-// calls CoordinatorService through it, interceptors included, without a
-// trip through the kernel.
+// InProcess is the REST front's client of CoordinatorService: calls run the
+// same interceptors and handlers as network calls, in process (see Channel).
 type InProcess struct {
-	listener *bufconn.Listener
-	conn     *grpc.ClientConn
-	// Client is the CoordinatorService client over the connection.
+	// Client is the CoordinatorService client over the in-process channel.
 	Client coordinatorv1.CoordinatorServiceClient
 }
 
-func newInProcess(cfg config.Config) (*InProcess, error) {
-	lis := bufconn.Listen(1 << 20)
-	limit := int(cfg.Server.MaxRequestBodyBytes()) + messageSlack
-	conn, err := grpc.NewClient("passthrough:///in-process",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(1<<20),
-		grpc.WithInitialConnWindowSize(4<<20),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("in-process grpc client: %w", err)
-	}
-	return &InProcess{listener: lis, conn: conn, Client: coordinatorv1.NewCoordinatorServiceClient(conn)}, nil
+func newInProcess(svc *Coordinator, chain *Interceptors, cfg config.Config) *InProcess {
+	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, chain, int(cfg.Server.MaxRequestBodyBytes())+messageSlack)
+	return &InProcess{Client: coordinatorv1.NewCoordinatorServiceClient(ch)}
 }
 
 // serveGRPC listens on server.grpc_listen_addr at start (a busy port fails
-// startup) and serves there and in process; at stop it drains calls for up
-// to server.shutdown_timeout, then closes what is left.
-func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, in *InProcess, cfg config.Config, ready *Readiness, addrs *Addresses, log *slog.Logger) {
+// startup) and serves there; at stop it drains calls for up to
+// server.shutdown_timeout, then closes what is left.
+func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, cfg config.Config, ready *Readiness, addrs *Addresses, log *slog.Logger) {
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
 			lis, err := net.Listen("tcp", cfg.Server.GRPCListenAddr)
@@ -106,7 +91,6 @@ func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, in *InProcess, cfg config.Conf
 			addrs.SetGRPC(lis.Addr().String())
 			log.Info("grpc listening", "addr", lis.Addr().String())
 			go serve(srv, lis, log)
-			go serve(srv, in.listener, log)
 			return nil
 		},
 		OnStop: func(context.Context) error {
@@ -119,7 +103,7 @@ func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, in *InProcess, cfg config.Conf
 				srv.Stop()
 				<-done
 			}
-			return in.conn.Close()
+			return nil
 		},
 	})
 }

@@ -84,4 +84,3 @@ func appendEvent(dst, data []byte) []byte {
 	}
 	return append(dst, '\n')
 }
-
