@@ -76,8 +76,9 @@ func (c *Channel) NewStream(ctx context.Context, desc *grpc.StreamDesc, method s
 		transportStream: transportStream{method: method},
 		clientCtx:       ctx,
 		cancel:          cancel,
-		request:         make(chan proto.Message, 1),
-		messages:        make(chan proto.Message, 4),
+		request:         make(chan proto.Message),
+		messages:        make(chan proto.Message),
+		taken:           make(chan struct{}, 1),
 		headerSent:      make(chan struct{}),
 		done:            make(chan struct{}),
 		channel:         c,
@@ -160,14 +161,17 @@ type stream struct {
 	transportStream
 	clientCtx, serverCtx context.Context
 	cancel               context.CancelFunc
-	request              chan proto.Message
-	messages             chan proto.Message
-	headerOnce           sync.Once
-	headerSent           chan struct{}
-	done                 chan struct{}
-	err                  error // the handler's status; read after done
-	channel              *Channel
-	opts                 []grpc.CallOption
+	// request and messages hand a message over; the receiver copies it
+	// and then signals taken, so the sender may reuse it once SendMsg
+	// returns, without a copy of its own.
+	request, messages chan proto.Message
+	taken             chan struct{}
+	headerOnce        sync.Once
+	headerSent        chan struct{}
+	done              chan struct{}
+	err               error // the handler's status; read after done
+	channel           *Channel
+	opts              []grpc.CallOption
 }
 
 func (s *stream) sendHeader() { s.headerOnce.Do(func() { close(s.headerSent) }) }
@@ -195,12 +199,12 @@ func (s *serverSide) SendHeader(md metadata.MD) error {
 
 func (s *serverSide) SetTrailer(md metadata.MD) { _ = s.transportStream.SetTrailer(md) }
 
-// SendMsg copies m (the handler may reuse it) and hands it to the caller.
+// SendMsg hands m to the caller and returns once the caller has copied it.
 func (s *serverSide) SendMsg(m any) error {
 	(*stream)(s).sendHeader()
-	msg := proto.Clone(m.(proto.Message))
 	select {
-	case s.messages <- msg:
+	case s.messages <- m.(proto.Message):
+		<-s.taken
 		return nil
 	case <-s.serverCtx.Done():
 		return status.FromContextError(s.serverCtx.Err()).Err()
@@ -214,6 +218,7 @@ func (s *serverSide) RecvMsg(m any) error {
 			return io.EOF
 		}
 		proto.Merge(m.(proto.Message), req)
+		s.taken <- struct{}{}
 		return nil
 	case <-s.serverCtx.Done():
 		return status.FromContextError(s.serverCtx.Err()).Err()
@@ -247,14 +252,22 @@ func (s *clientSide) Trailer() metadata.MD {
 	return s.trailer.Copy()
 }
 
-// SendMsg passes the one request message of a server stream.
+// SendMsg hands the one request message of a server stream to the
+// handler and returns once the handler has copied it.
 func (s *clientSide) SendMsg(m any) error {
 	if err := s.channel.checkSize(m); err != nil {
 		s.cancel()
 		return err
 	}
-	s.request <- proto.Clone(m.(proto.Message))
-	return nil
+	select {
+	case s.request <- m.(proto.Message):
+		<-s.taken
+		return nil
+	case <-s.done: // the handler ended without reading it
+		return nil
+	case <-s.clientCtx.Done():
+		return status.FromContextError(s.clientCtx.Err()).Err()
+	}
 }
 
 func (s *clientSide) CloseSend() error {
@@ -268,14 +281,9 @@ func (s *clientSide) RecvMsg(m any) error {
 	select {
 	case msg := <-s.messages:
 		proto.Merge(m.(proto.Message), msg)
+		s.taken <- struct{}{}
 		return nil
-	case <-s.done:
-		select { // messages sent before the handler returned come first
-		case msg := <-s.messages:
-			proto.Merge(m.(proto.Message), msg)
-			return nil
-		default:
-		}
+	case <-s.done: // every message was taken: the handover waits for it
 		s.transportStream.deliver(s.opts)
 		s.cancel()
 		if s.err != nil {

@@ -135,7 +135,7 @@ func TestConditionalDecodeCacheMiss(t *testing.T) {
 	assert.Len(t, gw.Legs(), 1)
 	assert.Zero(t, sink.Status, "nothing is written on a miss")
 	assert.Nil(t, sink.Body)
-	assert.Empty(t, sink.Events)
+	assert.Empty(t, sink.Received)
 	assert.Equal(t, `{"model":"test","prompt":"Hello"}`, string(rc.Body), "the request context keeps the client's body")
 }
 

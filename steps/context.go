@@ -110,18 +110,15 @@ type Placeholder struct {
 }
 
 // Sink receives the answer of one request. A step calls either Response
-// once, or Event once per server-sent event with a Flush whenever no
-// further event is already at hand; the first call commits the answer (a
-// later error can no longer change its status). A Sink is used by one
-// goroutine at a time.
+// once, or Events for each batch of server-sent events; the first call
+// commits the answer (a later error can no longer change its status). A
+// Sink is used by one goroutine at a time.
 type Sink interface {
 	// Response delivers a whole answer: the worker's status, content type
 	// and body. The body becomes the sink's.
 	Response(status int, contentType string, body []byte) error
-	// Event delivers one server-sent event's data; the sink may hold it
-	// until Flush. data is valid only during the call: the caller reuses
-	// its buffer.
-	Event(data []byte) error
-	// Flush sends the events delivered so far on to the client.
-	Flush() error
+	// Events delivers the data of server-sent events that arrived
+	// together, in order, to be sent on at once. The slices are valid only
+	// during the call: the caller reuses its buffers.
+	Events(data [][]byte) error
 }

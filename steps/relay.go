@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"sync"
 )
 
 // maxEventSize bounds one server-sent event from a worker.
@@ -29,59 +30,96 @@ func relay(resp *http.Response, sink Sink) error {
 	return sink.Response(resp.StatusCode, ct, body)
 }
 
-// relayEvents reads a text/event-stream and hands each event's data to the
-// sink, flushing whenever no further complete line is already buffered:
-// events that arrived together travel on together, and none waits for the
-// next read. Comments and fields other than data are dropped; a multi-line
-// data field is joined with "\n" as the SSE spec says.
+// readers recycles the relay's read buffers across requests.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+
+// relayEvents reads a text/event-stream and hands the events' data to the
+// sink in batches: a batch goes out as soon as no further complete line is
+// already buffered, so events that arrived together travel on together and
+// none waits for the next read. Comments and fields other than data are
+// dropped; a multi-line data field is joined with "\n" as the SSE spec says.
 func relayEvents(r io.Reader, sink Sink) error {
-	br := bufio.NewReaderSize(r, 32<<10)
-	var data []byte
-	hasData := false
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	defer func() { br.Reset(nil); readers.Put(br) }()
+	var b batch
 	for {
 		line, err := readLine(br)
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				if hasData {
-					if err := sink.Event(data); err != nil {
-						return err
-					}
-				}
-				return sink.Flush()
-			}
-			if flushErr := sink.Flush(); flushErr != nil {
+			b.end() // a last event without its blank line
+			if flushErr := b.flush(sink); flushErr != nil {
 				return flushErr
+			}
+			if errors.Is(err, io.EOF) {
+				return nil
 			}
 			return fmt.Errorf("read event stream: %w", err)
 		}
 		if len(line) == 0 { // blank line: dispatch
-			if hasData {
-				if err := sink.Event(data); err != nil {
+			b.end()
+			if !lineBuffered(br) {
+				if err := b.flush(sink); err != nil {
 					return err
 				}
-				if !lineBuffered(br) {
-					if err := sink.Flush(); err != nil {
-						return err
-					}
-				}
 			}
-			data, hasData = data[:0], false
 			continue
 		}
 		value, ok := bytes.CutPrefix(line, []byte("data:"))
 		if !ok {
 			continue
 		}
-		value = bytes.TrimPrefix(value, []byte(" "))
-		if hasData {
-			data = append(data, '\n')
+		if err := b.add(bytes.TrimPrefix(value, []byte(" "))); err != nil {
+			return fmt.Errorf("read event stream: %w", err)
 		}
-		if len(data)+len(value) > maxEventSize {
-			return fmt.Errorf("read event stream: event larger than %d bytes", maxEventSize)
-		}
-		data = append(data, value...)
-		hasData = true
 	}
+}
+
+// batch holds the data of the events read since the last flush, back to
+// back in one buffer.
+type batch struct {
+	buf    []byte
+	ends   []int // where each complete event's data ends in buf
+	open   bool  // an event has data lines but no blank line yet
+	start  int   // where the open event starts
+	events [][]byte
+}
+
+// add appends one data line to the open event.
+func (b *batch) add(value []byte) error {
+	if b.open {
+		b.buf = append(b.buf, '\n')
+	} else {
+		b.open, b.start = true, len(b.buf)
+	}
+	if len(b.buf)-b.start+len(value) > maxEventSize {
+		return fmt.Errorf("event larger than %d bytes", maxEventSize)
+	}
+	b.buf = append(b.buf, value...)
+	return nil
+}
+
+// end completes the open event, if any.
+func (b *batch) end() {
+	if b.open {
+		b.ends = append(b.ends, len(b.buf))
+		b.open = false
+	}
+}
+
+// flush hands the complete events to the sink and empties the batch.
+func (b *batch) flush(sink Sink) error {
+	if len(b.ends) == 0 {
+		return nil
+	}
+	b.events = b.events[:0]
+	start := 0
+	for _, end := range b.ends {
+		b.events = append(b.events, b.buf[start:end:end])
+		start = end
+	}
+	err := sink.Events(b.events)
+	b.buf, b.ends = b.buf[:0], b.ends[:0]
+	return err
 }
 
 // lineBuffered reports whether a complete line is already in br's buffer,

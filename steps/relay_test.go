@@ -57,7 +57,7 @@ func TestRelayJSONPassesBytesThrough(t *testing.T) {
 	assert.Equal(t, http.StatusOK, sink.Status)
 	assert.Equal(t, "application/json", sink.ContentType)
 	assert.Equal(t, body, string(sink.Body))
-	assert.Empty(t, sink.Events)
+	assert.Empty(t, sink.Received)
 }
 
 func TestRelayStopsWhenTheSinkFails(t *testing.T) {
@@ -76,9 +76,9 @@ func TestRelayFlushesWhenNothingMoreIsWaiting(t *testing.T) {
 		sink := &steptest.Sink{}
 		require.NoError(t, relay(response("text/event-stream", "data: 1\n\ndata: 2\n\ndata: 3\n\n"), sink))
 		assert.Equal(t, []string{"1", "2", "3"}, sink.EventStrings())
-		assert.Equal(t, 2, sink.Flushes, "one flush for the batch, one at the end of the stream")
+		assert.Equal(t, []int{3}, sink.Batches, "one batch for the events read together")
 	})
-	t.Run("each event that arrives alone is flushed at once", func(t *testing.T) {
+	t.Run("an event that arrives alone is sent on before the next read", func(t *testing.T) {
 		t.Parallel()
 		pr, pw := io.Pipe()
 		sink := &steptest.Sink{}
@@ -91,7 +91,7 @@ func TestRelayFlushesWhenNothingMoreIsWaiting(t *testing.T) {
 			require.NoError(t, err)
 			// The pipe hands over one write per read: the relay must have
 			// flushed this event before it reads the next one.
-			require.Eventually(t, func() bool { return sink.FlushedEvents() == i+1 }, 5*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return len(sink.EventStrings()) == i+1 }, 5*time.Second, time.Millisecond)
 		}
 		require.NoError(t, pw.Close())
 		require.NoError(t, <-done)

@@ -31,7 +31,7 @@ type stack struct {
 
 // startStack starts the real fx app on 127.0.0.1:0 with the YAML pipeline
 // section given, and stops it when the test ends.
-func startStack(t *testing.T, gatewayURL, renderURL, extraYAML string, opts ...fx.Option) *stack {
+func startStack(t testing.TB, gatewayURL, renderURL, extraYAML string, opts ...fx.Option) *stack {
 	t.Helper()
 	yaml := fmt.Sprintf(`
 log_level: 1
@@ -63,7 +63,7 @@ pipeline:
 `
 
 // startSim starts the simulator's gateway and render service on loopback.
-func startSim(t *testing.T, opts sim.Options) (*sim.Sim, string, string) {
+func startSim(t testing.TB, opts sim.Options) (*sim.Sim, string, string) {
 	t.Helper()
 	s := sim.New(opts)
 	gw := httptest.NewServer(s.Gateway())

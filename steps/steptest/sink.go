@@ -11,14 +11,14 @@ type Sink struct {
 	Status      int
 	ContentType string
 	Body        []byte
-	Events      [][]byte
-	// Flushes counts Flush calls; Flushed is how many events had been
-	// delivered at the last one.
-	Flushes, Flushed int
-	// FailAfter, if > 0, makes Event fail once that many events were taken,
-	// as a client that went away.
+	// Received holds each event's data, in order.
+	Received [][]byte
+	// Batches holds the number of events of each Events call.
+	Batches []int
+	// FailAfter, if > 0, makes Events fail once that many events were
+	// taken, as a client that went away.
 	FailAfter int
-	// Err is what Event returns past FailAfter.
+	// Err is what Events returns past FailAfter.
 	Err error
 }
 
@@ -30,39 +30,26 @@ func (s *Sink) Response(status int, contentType string, body []byte) error {
 	return nil
 }
 
-// Event implements steps.Sink; it copies data.
-func (s *Sink) Event(data []byte) error {
+// Events implements steps.Sink; it copies data and records the batch.
+func (s *Sink) Events(data [][]byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.FailAfter > 0 && len(s.Events) >= s.FailAfter {
-		return s.Err
+	s.Batches = append(s.Batches, len(data))
+	for _, d := range data {
+		if s.FailAfter > 0 && len(s.Received) >= s.FailAfter {
+			return s.Err
+		}
+		s.Received = append(s.Received, append([]byte(nil), d...))
 	}
-	s.Events = append(s.Events, append([]byte(nil), data...))
 	return nil
 }
 
-// Flush implements steps.Sink; it counts the flushes.
-func (s *Sink) Flush() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.Flushes++
-	s.Flushed = len(s.Events)
-	return nil
-}
-
-// FlushedEvents is how many events had been delivered at the last Flush.
-func (s *Sink) FlushedEvents() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.Flushed
-}
-
-// EventStrings returns the events as strings.
+// EventStrings returns the events received so far as strings.
 func (s *Sink) EventStrings() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]string, len(s.Events))
-	for i, e := range s.Events {
+	out := make([]string, len(s.Received))
+	for i, e := range s.Received {
 		out[i] = string(e)
 	}
 	return out
