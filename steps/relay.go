@@ -30,8 +30,14 @@ func relay(resp *http.Response, sink Sink) error {
 	return sink.Response(resp.StatusCode, ct, body)
 }
 
-// readers recycles the relay's read buffers across requests.
-var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+// eventReader is the relay's reusable state: its read buffer and batch.
+type eventReader struct {
+	br *bufio.Reader
+	b  batch
+}
+
+// eventReaders recycles the relay's buffers across requests.
+var eventReaders = sync.Pool{New: func() any { return &eventReader{br: bufio.NewReaderSize(nil, 32<<10)} }}
 
 // relayEvents reads a text/event-stream and hands the events' data to the
 // sink in batches: a batch goes out as soon as no further complete line is
@@ -39,10 +45,16 @@ var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10
 // none waits for the next read. Comments and fields other than data are
 // dropped; a multi-line data field is joined with "\n" as the SSE spec says.
 func relayEvents(r io.Reader, sink Sink) error {
-	br := readers.Get().(*bufio.Reader)
+	er := eventReaders.Get().(*eventReader)
+	br, b := er.br, &er.b
 	br.Reset(r)
-	defer func() { br.Reset(nil); readers.Put(br) }()
-	var b batch
+	defer func() {
+		br.Reset(nil)
+		b.buf, b.ends, b.open = b.buf[:0], b.ends[:0], false
+		if cap(b.buf) <= 1<<20 { // do not keep one huge event's buffer
+			eventReaders.Put(er)
+		}
+	}()
 	for {
 		line, err := readLine(br)
 		if err != nil {

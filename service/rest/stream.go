@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/status"
@@ -40,7 +41,14 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, req *coord
 	if errors.Is(err, io.EOF) {
 		return
 	}
-	buf := make([]byte, 0, 4096)
+	bufp := eventBuffers.Get().(*[]byte)
+	defer func() {
+		if cap(*bufp) <= 1<<20 {
+			eventBuffers.Put(bufp)
+		}
+	}()
+	buf := (*bufp)[:0]
+	defer func() { *bufp = buf }()
 	msg := first
 	for {
 		buf = buf[:0]
@@ -68,6 +76,9 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, req *coord
 		}
 	}
 }
+
+// eventBuffers recycles the SSE framing buffers across streams.
+var eventBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 // appendEvent frames data as one server-sent event; a multi-line payload
 // becomes one data field per line.
