@@ -107,12 +107,13 @@ func serverContext(ctx context.Context) context.Context {
 	return metadata.NewOutgoingContext(metadata.NewIncomingContext(ctx, md), nil)
 }
 
-// toStatus gives a handler's plain error the code gRPC would give it.
+// toStatus gives a handler's plain error the code gRPC would give it:
+// Canceled or DeadlineExceeded for context errors, Unknown otherwise.
 func toStatus(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	return status.Error(codes.Unknown, err.Error())
+	return status.FromContextError(err).Err()
 }
 
 // transportStream collects what a handler sets with grpc.SetHeader,
@@ -284,6 +285,9 @@ func (s *clientSide) RecvMsg(m any) error {
 		s.taken <- struct{}{}
 		return nil
 	case <-s.done: // every message was taken: the handover waits for it
+		if err := s.clientCtx.Err(); err != nil {
+			return status.FromContextError(err).Err()
+		}
 		s.transportStream.deliver(s.opts)
 		s.cancel()
 		if s.err != nil {

@@ -1,0 +1,157 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// echoService answers with what it received, to check the channel.
+type echoService struct {
+	coordinatorv1.UnimplementedCoordinatorServiceServer
+	events  int
+	blocked chan struct{} // if set, the stream waits for cancellation after one message
+}
+
+func (e *echoService) Generate(ctx context.Context, req *coordinatorv1.GenerateRequest) (*coordinatorv1.GenerateResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if req.GetRequestId() == "panic" {
+		panic("boom")
+	}
+	if req.GetRequestId() == "fail" {
+		return nil, errors.New("plain error")
+	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs("x-h", "1"))
+	grpc.SetTrailer(ctx, metadata.Pairs("x-t", "2"))
+	body := append([]byte(nil), req.GetOpenai().GetJson()...)
+	req.GetOpenai().Json[0] = 'X' // the handler owns its copy
+	return &coordinatorv1.GenerateResponse{RequestId: md.Get("x-tenant")[0], Output: &coordinatorv1.GenerateResponse_Openai{
+		Openai: &coordinatorv1.OpenAIResponse{Json: body}}}, nil
+}
+
+func (e *echoService) GenerateStream(req *coordinatorv1.GenerateStreamRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
+	_ = stream.SetHeader(metadata.Pairs("x-request-id", req.GetRequestId()))
+	events := &coordinatorv1.OpenAIEvents{}
+	msg := &coordinatorv1.GenerateStreamResponse{Chunk: &coordinatorv1.GenerateStreamResponse_Openai{Openai: events}}
+	for i := range e.events {
+		events.Data = [][]byte{{byte('a' + i)}} // reused: the channel must have copied the previous one
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+		if e.blocked != nil {
+			<-stream.Context().Done()
+			close(e.blocked)
+			return stream.Context().Err()
+		}
+	}
+	return status.Error(codes.Aborted, "done with an error")
+}
+
+func newTestChannel(t *testing.T, svc *echoService, maxRecv int) coordinatorv1.CoordinatorServiceClient {
+	t.Helper()
+	chain, err := NewInterceptors(slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	return coordinatorv1.NewCoordinatorServiceClient(NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, chain, maxRecv))
+}
+
+func chat(id, body string) *coordinatorv1.GenerateRequest {
+	return &coordinatorv1.GenerateRequest{RequestId: id, Input: &coordinatorv1.GenerateRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{
+		Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: []byte(body)}}}
+}
+
+func TestChannelUnary(t *testing.T) {
+	t.Parallel()
+	client := newTestChannel(t, &echoService{}, 1<<10)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-tenant", "t1")
+	var header, trailer metadata.MD
+	req := chat("ok", `{"a":1}`)
+	resp, err := client.Generate(ctx, req, grpc.Header(&header), grpc.Trailer(&trailer))
+	require.NoError(t, err)
+	assert.Equal(t, "t1", resp.GetRequestId(), "outgoing metadata arrives as incoming")
+	assert.Equal(t, `{"a":1}`, string(resp.GetOpenai().GetJson()))
+	assert.Equal(t, `{"a":1}`, string(req.GetOpenai().GetJson()), "the caller's message is not touched")
+	assert.Equal(t, []string{"1"}, header.Get("x-h"))
+	assert.Equal(t, []string{"2"}, trailer.Get("x-t"))
+}
+
+func TestChannelUnaryErrors(t *testing.T) {
+	t.Parallel()
+	client := newTestChannel(t, &echoService{}, 64)
+	tests := []struct {
+		name string
+		req  *coordinatorv1.GenerateRequest
+		code codes.Code
+	}{
+		{name: "protovalidate runs", req: chat("bad id!", `{}`), code: codes.InvalidArgument},
+		{name: "recovery runs", req: chat("panic", `{}`), code: codes.Internal},
+		{name: "plain errors are Unknown", req: chat("fail", `{}`), code: codes.Unknown},
+		{name: "size limit", req: chat("ok", `{"pad":"`+string(make([]byte, 100))+`"}`), code: codes.ResourceExhausted},
+	}
+	for _, tt := range tests {
+		_, err := client.Generate(context.Background(), tt.req)
+		assert.Equal(t, tt.code, status.Code(err), tt.name)
+	}
+}
+
+func TestChannelStream(t *testing.T) {
+	t.Parallel()
+	client := newTestChannel(t, &echoService{events: 3}, 1<<10)
+	stream, err := client.GenerateStream(context.Background(), &coordinatorv1.GenerateStreamRequest{RequestId: "s1",
+		Input: &coordinatorv1.GenerateStreamRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{Endpoint: 1, Json: []byte(`{}`)}}})
+	require.NoError(t, err)
+	md, err := stream.Header()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"s1"}, md.Get("x-request-id"))
+	var got []string
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			assert.Equal(t, codes.Aborted, status.Code(err), "the handler's status ends the stream")
+			assert.NotErrorIs(t, err, io.EOF)
+			break
+		}
+		got = append(got, string(msg.GetOpenai().GetData()[0]))
+	}
+	assert.Equal(t, []string{"a", "b", "c"}, got, "each message was copied before the handler reused it")
+}
+
+func TestChannelStreamValidatesAndCancels(t *testing.T) {
+	t.Parallel()
+	svc := &echoService{events: 5, blocked: make(chan struct{})}
+	client := newTestChannel(t, svc, 1<<10)
+
+	stream, err := client.GenerateStream(context.Background(), &coordinatorv1.GenerateStreamRequest{})
+	require.NoError(t, err)
+	_, err = stream.Recv()
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "protovalidate runs on the stream's request")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err = client.GenerateStream(ctx, &coordinatorv1.GenerateStreamRequest{
+		Input: &coordinatorv1.GenerateStreamRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{Endpoint: 1, Json: []byte(`{}`)}}})
+	require.NoError(t, err)
+	_, err = stream.Recv()
+	require.NoError(t, err)
+	cancel()
+	select {
+	case <-svc.blocked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler did not see the cancellation")
+	}
+	_, err = stream.Recv()
+	assert.Equal(t, codes.Canceled, status.Code(err))
+}
