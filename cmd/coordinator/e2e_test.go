@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/coordinator-project/coordinator/sim"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/sim"
 )
 
 // stack is the coordinator app, started from a config, in front of a
@@ -109,5 +109,3 @@ func sseData(t *testing.T, r io.Reader) []string {
 	require.NoError(t, sc.Err())
 	return events
 }
-
-
