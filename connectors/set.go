@@ -1,5 +1,6 @@
 // Package connectors holds what the KV (connectors/kv) and EC (connectors/ec)
-// transfer connectors share: looking a configured connector up by name.
+// transfer connectors share: looking a configured connector up by name, and
+// reading and writing transfer-param objects with their values kept opaque.
 package connectors
 
 import (

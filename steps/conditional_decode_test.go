@@ -17,7 +17,7 @@ import (
 
 func newConditionalDecode(t *testing.T, url string, params map[string]any) steps.Step {
 	t.Helper()
-	step, err := steps.NewConditionalDecodePlugin(gatewayClient(t, url)).New(params)
+	step, err := steps.NewConditionalDecodePlugin(phaseClient(t, url)).New(params)
 	require.NoError(t, err)
 	return step
 }
@@ -49,7 +49,7 @@ func TestConditionalDecodeParams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := steps.NewConditionalDecodePlugin(gatewayClient(t, "http://127.0.0.1:1")).New(tt.params)
+			_, err := steps.NewConditionalDecodePlugin(phaseClient(t, "http://127.0.0.1:1")).New(tt.params)
 			if tt.wantErr == "" {
 				assert.NoError(t, err)
 				return

@@ -5,35 +5,18 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/connectors/kv"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
-func gatewayClient(t *testing.T, url string) *upstream.Client {
-	t.Helper()
-	c, err := upstream.New(upstream.Options{Address: url, MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: 5 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
-
-func kvSet(t *testing.T) *kv.Set {
-	t.Helper()
-	s, err := kv.NewSet([]kv.Connector{kv.NewNIXL(), kv.NewSharedStorage()})
-	require.NoError(t, err)
-	return s
-}
-
 func newDecode(t *testing.T, url string, params map[string]any) steps.Step {
 	t.Helper()
-	step, err := steps.NewDecodePlugin(gatewayClient(t, url), kvSet(t)).New(params)
+	step, err := steps.NewDecodePlugin(phaseClient(t, url), phaseKVSet(t)).New(params)
 	require.NoError(t, err)
 	return step
 }
@@ -184,7 +167,7 @@ func TestDecodeGenerateRejectsNonObjectSamplingParams(t *testing.T) {
 
 func TestDecodeRejectsUnknownConnector(t *testing.T) {
 	t.Parallel()
-	_, err := steps.NewDecodePlugin(gatewayClient(t, "http://127.0.0.1:1"), kvSet(t)).New(map[string]any{"kv_connector": "kv-bogus"})
+	_, err := steps.NewDecodePlugin(phaseClient(t, "http://127.0.0.1:1"), phaseKVSet(t)).New(map[string]any{"kv_connector": "kv-bogus"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `unknown kv_connector: "kv-bogus"`)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/coordinator-project/coordinator/connectors"
 )
 
 // NIXLName is the config name of the NIXL connector.
@@ -32,7 +34,7 @@ func (*NIXL) Name() string { return NIXLName }
 func (*NIXL) PrefillParams(fromEncode []json.RawMessage) (json.RawMessage, error) {
 	var merged map[string]json.RawMessage
 	for i, raw := range fromEncode {
-		obj, err := decodeObject(raw)
+		obj, err := connectors.DecodeObject(raw)
 		if err != nil {
 			return nil, fmt.Errorf("ec_transfer_params: encoder response %d: %w", i, err)
 		}
@@ -56,7 +58,7 @@ func (*NIXL) PrefillParams(fromEncode []json.RawMessage) (json.RawMessage, error
 	if len(merged) == 0 {
 		return nil, nil
 	}
-	return encodeObject(merged)
+	return connectors.EncodeObject(merged)
 }
 
 var _ Connector = (*NIXL)(nil)

@@ -3,37 +3,7 @@ package ec
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 )
-
-// decodeObject splits a JSON object into its fields, values kept as raw
-// bytes. Empty input, null and any other non-object value give nil;
-// malformed JSON is an error.
-func decodeObject(raw json.RawMessage) (map[string]json.RawMessage, error) {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, nil
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		if _, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-			return nil, nil // valid JSON, not an object
-		}
-		return nil, err
-	}
-	return obj, nil
-}
-
-// encodeObject writes obj as a compact JSON object with sorted keys, values
-// byte for byte (no HTML escaping).
-func encodeObject(obj map[string]json.RawMessage) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(obj); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
 
 // isNull reports whether raw is the JSON literal null.
 func isNull(raw json.RawMessage) bool {
