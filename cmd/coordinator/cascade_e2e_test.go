@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -164,17 +162,7 @@ func TestCascadeOverGRPCStream(t *testing.T) {
 		}},
 	})
 	require.NoError(t, err)
-	var events []string
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		for _, d := range msg.GetOpenai().GetData() {
-			events = append(events, string(d))
-		}
-	}
+	events := recvEvents(t, stream)
 	require.Greater(t, len(events), 1)
 	assert.Equal(t, "[DONE]", events[len(events)-1])
 	assert.Len(t, s.Legs(), 5)

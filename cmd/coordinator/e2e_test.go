@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/sim"
@@ -108,4 +110,21 @@ func sseData(t *testing.T, r io.Reader) []string {
 	}
 	require.NoError(t, sc.Err())
 	return events
+}
+
+// recvEvents reads a GenerateStream to its clean end and returns each
+// event's data.
+func recvEvents(t *testing.T, stream grpc.ServerStreamingClient[coordinatorv1.GenerateStreamResponse]) []string {
+	t.Helper()
+	var events []string
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return events
+		}
+		require.NoError(t, err)
+		for _, d := range msg.GetOpenai().GetData() {
+			events = append(events, string(d))
+		}
+	}
 }

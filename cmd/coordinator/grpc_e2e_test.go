@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -69,17 +67,7 @@ func TestGRPCGenerateStream(t *testing.T) {
 		}},
 	})
 	require.NoError(t, err)
-	var events []string
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		for _, data := range msg.GetOpenai().GetData() {
-			events = append(events, string(data))
-		}
-	}
+	events := recvEvents(t, stream)
 	require.GreaterOrEqual(t, len(events), 2)
 	assert.Equal(t, "[DONE]", events[len(events)-1])
 	assert.Contains(t, events[0], `"text_completion"`)
