@@ -35,6 +35,12 @@ type stack struct {
 // section given, and stops it when the test ends.
 func startStack(t testing.TB, gatewayURL, renderURL, extraYAML string, opts ...fx.Option) *stack {
 	t.Helper()
+	return startStackEnv(t, nil, gatewayURL, renderURL, extraYAML, opts...)
+}
+
+// startStackEnv is startStack with COORDINATOR_* overrides.
+func startStackEnv(t testing.TB, env map[string]string, gatewayURL, renderURL, extraYAML string, opts ...fx.Option) *stack {
+	t.Helper()
 	yaml := fmt.Sprintf(`
 log_level: 1
 server:
@@ -44,7 +50,7 @@ server:
 gateway:
   address: %q
 %s`, gatewayURL, strings.ReplaceAll(extraYAML, "RENDER_URL", renderURL))
-	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse([]byte(yaml), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	require.NoError(t, err)
 	var addrs *service.Addresses
 	app := fxtest.New(t, App(cfg, service.NewLogger(io.Discard, cfg.LogLevel)), fx.Options(opts...), fx.Populate(&addrs))

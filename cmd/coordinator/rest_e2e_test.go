@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -221,4 +223,27 @@ func TestHealthAndReadiness(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 	}
+}
+
+func TestWriteTimeoutDoesNotCutAStream(t *testing.T) {
+	t.Parallel()
+	_, gw, _ := startSim(t, sim.Options{TokenDelay: 100 * time.Millisecond})
+	st := startStackEnv(t, map[string]string{"COORDINATOR_SERVER_WRITE_TIMEOUT": "500ms"}, gw, "", decodeOnly)
+
+	start := time.Now()
+	resp := st.post(t, "/v1/chat/completions", `{"model":"sim-model","stream":true,"max_tokens":10,"messages":[]}`, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	events := sseData(t, resp.Body)
+	require.NotEmpty(t, events)
+	assert.Equal(t, "[DONE]", events[len(events)-1], "the stream ran to its end")
+	assert.Greater(t, time.Since(start), 500*time.Millisecond, "the stream outlived the write timeout")
+
+	// A non-streaming answer slower than the write timeout is cut, as configured.
+	resp2, err := st.client.Post(st.restURL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"sim-model","max_tokens":10,"messages":[]}`))
+	if err == nil {
+		_, err = io.ReadAll(resp2.Body)
+		resp2.Body.Close()
+	}
+	assert.Error(t, err, "the write deadline still bounds non-streaming requests")
 }
