@@ -138,6 +138,182 @@ func (FinishReason) EnumDescriptor() ([]byte, []int) {
 	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{1}
 }
 
+// GetRequestRequest names a queued request.
+type GetRequestRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id the enqueue answer gave.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRequestRequest) Reset() {
+	*x = GetRequestRequest{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRequestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRequestRequest) ProtoMessage() {}
+
+func (x *GetRequestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRequestRequest.ProtoReflect.Descriptor instead.
+func (*GetRequestRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GetRequestRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetRequestResponse is the stored answer, or the pending/unknown status,
+// as the REST route writes it.
+type GetRequestResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answer, with the HTTP status the REST route answers with.
+	Answer        *OpenAIResponse `protobuf:"bytes,1,opt,name=answer,proto3" json:"answer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRequestResponse) Reset() {
+	*x = GetRequestResponse{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRequestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRequestResponse) ProtoMessage() {}
+
+func (x *GetRequestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRequestResponse.ProtoReflect.Descriptor instead.
+func (*GetRequestResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GetRequestResponse) GetAnswer() *OpenAIResponse {
+	if x != nil {
+		return x.Answer
+	}
+	return nil
+}
+
+// DeleteRequestRequest names a queued request.
+type DeleteRequestRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id the enqueue answer gave.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRequestRequest) Reset() {
+	*x = DeleteRequestRequest{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRequestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRequestRequest) ProtoMessage() {}
+
+func (x *DeleteRequestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRequestRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRequestRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *DeleteRequestRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// DeleteRequestResponse is empty: the result is gone.
+type DeleteRequestResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRequestResponse) Reset() {
+	*x = DeleteRequestResponse{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRequestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRequestResponse) ProtoMessage() {}
+
+func (x *DeleteRequestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRequestResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRequestResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{3}
+}
+
 // GenerateRequest is the input of Generate.
 type GenerateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -157,7 +333,7 @@ type GenerateRequest struct {
 
 func (x *GenerateRequest) Reset() {
 	*x = GenerateRequest{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[0]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -169,7 +345,7 @@ func (x *GenerateRequest) String() string {
 func (*GenerateRequest) ProtoMessage() {}
 
 func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[0]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -182,7 +358,7 @@ func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateRequest.ProtoReflect.Descriptor instead.
 func (*GenerateRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{0}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GenerateRequest) GetRequestId() string {
@@ -253,7 +429,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[1]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +441,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[1]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +454,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{1}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GenerateResponse) GetRequestId() string {
@@ -350,7 +526,7 @@ type GenerateStreamRequest struct {
 
 func (x *GenerateStreamRequest) Reset() {
 	*x = GenerateStreamRequest{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[2]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -362,7 +538,7 @@ func (x *GenerateStreamRequest) String() string {
 func (*GenerateStreamRequest) ProtoMessage() {}
 
 func (x *GenerateStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[2]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -375,7 +551,7 @@ func (x *GenerateStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateStreamRequest.ProtoReflect.Descriptor instead.
 func (*GenerateStreamRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{2}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GenerateStreamRequest) GetRequestId() string {
@@ -444,7 +620,7 @@ type GenerateStreamResponse struct {
 
 func (x *GenerateStreamResponse) Reset() {
 	*x = GenerateStreamResponse{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[3]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +632,7 @@ func (x *GenerateStreamResponse) String() string {
 func (*GenerateStreamResponse) ProtoMessage() {}
 
 func (x *GenerateStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[3]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +645,7 @@ func (x *GenerateStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateStreamResponse.ProtoReflect.Descriptor instead.
 func (*GenerateStreamResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{3}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GenerateStreamResponse) GetChunk() isGenerateStreamResponse_Chunk {
@@ -529,7 +705,7 @@ type OpenAIRequest struct {
 
 func (x *OpenAIRequest) Reset() {
 	*x = OpenAIRequest{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[4]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +717,7 @@ func (x *OpenAIRequest) String() string {
 func (*OpenAIRequest) ProtoMessage() {}
 
 func (x *OpenAIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[4]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +730,7 @@ func (x *OpenAIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenAIRequest.ProtoReflect.Descriptor instead.
 func (*OpenAIRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{4}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *OpenAIRequest) GetEndpoint() Endpoint {
@@ -586,7 +762,7 @@ type OpenAIResponse struct {
 
 func (x *OpenAIResponse) Reset() {
 	*x = OpenAIResponse{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[5]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +774,7 @@ func (x *OpenAIResponse) String() string {
 func (*OpenAIResponse) ProtoMessage() {}
 
 func (x *OpenAIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[5]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +787,7 @@ func (x *OpenAIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenAIResponse.ProtoReflect.Descriptor instead.
 func (*OpenAIResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{5}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OpenAIResponse) GetStatusCode() int32 {
@@ -648,7 +824,7 @@ type OpenAIEvents struct {
 
 func (x *OpenAIEvents) Reset() {
 	*x = OpenAIEvents{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[6]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -660,7 +836,7 @@ func (x *OpenAIEvents) String() string {
 func (*OpenAIEvents) ProtoMessage() {}
 
 func (x *OpenAIEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[6]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -673,7 +849,7 @@ func (x *OpenAIEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenAIEvents.ProtoReflect.Descriptor instead.
 func (*OpenAIEvents) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{6}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *OpenAIEvents) GetData() [][]byte {
@@ -703,7 +879,7 @@ type TokensRequest struct {
 
 func (x *TokensRequest) Reset() {
 	*x = TokensRequest{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[7]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +891,7 @@ func (x *TokensRequest) String() string {
 func (*TokensRequest) ProtoMessage() {}
 
 func (x *TokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[7]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +904,7 @@ func (x *TokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokensRequest.ProtoReflect.Descriptor instead.
 func (*TokensRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{7}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TokensRequest) GetModel() string {
@@ -806,7 +982,7 @@ type SamplingParams struct {
 
 func (x *SamplingParams) Reset() {
 	*x = SamplingParams{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[8]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +994,7 @@ func (x *SamplingParams) String() string {
 func (*SamplingParams) ProtoMessage() {}
 
 func (x *SamplingParams) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[8]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +1007,7 @@ func (x *SamplingParams) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingParams.ProtoReflect.Descriptor instead.
 func (*SamplingParams) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{8}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SamplingParams) GetMaxTokens() uint32 {
@@ -955,7 +1131,7 @@ type MultimodalFeatures struct {
 
 func (x *MultimodalFeatures) Reset() {
 	*x = MultimodalFeatures{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[9]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1143,7 @@ func (x *MultimodalFeatures) String() string {
 func (*MultimodalFeatures) ProtoMessage() {}
 
 func (x *MultimodalFeatures) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[9]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1156,7 @@ func (x *MultimodalFeatures) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultimodalFeatures.ProtoReflect.Descriptor instead.
 func (*MultimodalFeatures) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{9}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MultimodalFeatures) GetMmHashes() []string {
@@ -1017,7 +1193,7 @@ type Placeholder struct {
 
 func (x *Placeholder) Reset() {
 	*x = Placeholder{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[10]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1205,7 @@ func (x *Placeholder) String() string {
 func (*Placeholder) ProtoMessage() {}
 
 func (x *Placeholder) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[10]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1218,7 @@ func (x *Placeholder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placeholder.ProtoReflect.Descriptor instead.
 func (*Placeholder) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Placeholder) GetOffset() uint32 {
@@ -1071,7 +1247,7 @@ type KwargsItem struct {
 
 func (x *KwargsItem) Reset() {
 	*x = KwargsItem{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[11]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1259,7 @@ func (x *KwargsItem) String() string {
 func (*KwargsItem) ProtoMessage() {}
 
 func (x *KwargsItem) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[11]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1272,7 @@ func (x *KwargsItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KwargsItem.ProtoReflect.Descriptor instead.
 func (*KwargsItem) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KwargsItem) GetData() string {
@@ -1119,7 +1295,7 @@ type TokensResponse struct {
 
 func (x *TokensResponse) Reset() {
 	*x = TokensResponse{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[12]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1307,7 @@ func (x *TokensResponse) String() string {
 func (*TokensResponse) ProtoMessage() {}
 
 func (x *TokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[12]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1320,7 @@ func (x *TokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokensResponse.ProtoReflect.Descriptor instead.
 func (*TokensResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TokensResponse) GetChoices() []*TokensChoice {
@@ -1174,7 +1350,7 @@ type TokensChunk struct {
 
 func (x *TokensChunk) Reset() {
 	*x = TokensChunk{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[13]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1362,7 @@ func (x *TokensChunk) String() string {
 func (*TokensChunk) ProtoMessage() {}
 
 func (x *TokensChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[13]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1375,7 @@ func (x *TokensChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokensChunk.ProtoReflect.Descriptor instead.
 func (*TokensChunk) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{13}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TokensChunk) GetChoices() []*TokensChoice {
@@ -1233,7 +1409,7 @@ type TokensChoice struct {
 
 func (x *TokensChoice) Reset() {
 	*x = TokensChoice{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[14]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1245,7 +1421,7 @@ func (x *TokensChoice) String() string {
 func (*TokensChoice) ProtoMessage() {}
 
 func (x *TokensChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[14]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1258,7 +1434,7 @@ func (x *TokensChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokensChoice.ProtoReflect.Descriptor instead.
 func (*TokensChoice) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TokensChoice) GetIndex() uint32 {
@@ -1304,7 +1480,7 @@ type TokenLogprob struct {
 
 func (x *TokenLogprob) Reset() {
 	*x = TokenLogprob{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1492,7 @@ func (x *TokenLogprob) String() string {
 func (*TokenLogprob) ProtoMessage() {}
 
 func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1505,7 @@ func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
 func (*TokenLogprob) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TokenLogprob) GetTokenId() uint32 {
@@ -1366,7 +1542,7 @@ type TopLogprob struct {
 
 func (x *TopLogprob) Reset() {
 	*x = TopLogprob{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1554,7 @@ func (x *TopLogprob) String() string {
 func (*TopLogprob) ProtoMessage() {}
 
 func (x *TopLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1567,7 @@ func (x *TopLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopLogprob.ProtoReflect.Descriptor instead.
 func (*TopLogprob) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TopLogprob) GetTokenId() uint32 {
@@ -1423,7 +1599,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1611,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1624,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Usage) GetPromptTokens() uint32 {
@@ -1493,7 +1669,7 @@ type UpstreamError struct {
 
 func (x *UpstreamError) Reset() {
 	*x = UpstreamError{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1681,7 @@ func (x *UpstreamError) String() string {
 func (*UpstreamError) ProtoMessage() {}
 
 func (x *UpstreamError) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1694,7 @@ func (x *UpstreamError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamError.ProtoReflect.Descriptor instead.
 func (*UpstreamError) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UpstreamError) GetLeg() string {
@@ -1560,7 +1736,14 @@ var File_coordinator_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
-	" coordinator/v1/coordinator.proto\x12\x0ecoordinator.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\"\xcd\x01\n" +
+	" coordinator/v1/coordinator.proto\x12\x0ecoordinator.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\"@\n" +
+	"\x11GetRequestRequest\x12+\n" +
+	"\x02id\x18\x01 \x01(\tB\x1b\xbaH\x18r\x16\x10\x01\x18\x80\x012\x0f^[A-Za-z0-9-]+$R\x02id\"L\n" +
+	"\x12GetRequestResponse\x126\n" +
+	"\x06answer\x18\x01 \x01(\v2\x1e.coordinator.v1.OpenAIResponseR\x06answer\"C\n" +
+	"\x14DeleteRequestRequest\x12+\n" +
+	"\x02id\x18\x01 \x01(\tB\x1b\xbaH\x18r\x16\x10\x01\x18\x80\x012\x0f^[A-Za-z0-9-]+$R\x02id\"\x17\n" +
+	"\x15DeleteRequestResponse\"\xcd\x01\n" +
 	"\x0fGenerateRequest\x128\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB\x19\xbaH\x16r\x14\x18\x80\x012\x0f^[A-Za-z0-9-]*$R\trequestId\x127\n" +
@@ -1696,10 +1879,13 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
 	"\x14FINISH_REASON_LENGTH\x10\x02\x12\x17\n" +
-	"\x13FINISH_REASON_ABORT\x10\x032\x9b\x02\n" +
+	"\x13FINISH_REASON_ABORT\x10\x032\x84\x04\n" +
 	"\x12CoordinatorService\x12\xa1\x01\n" +
 	"\bGenerate\x12\x1f.coordinator.v1.GenerateRequest\x1a .coordinator.v1.GenerateResponse\"R\x82\xd3\xe4\x93\x02L:\x01*Z\x14:\x01*\"\x0f/v1/completionsZ\x1b:\x01*\"\x16/inference/v1/generate\"\x14/v1/chat/completions\x12a\n" +
-	"\x0eGenerateStream\x12%.coordinator.v1.GenerateStreamRequest\x1a&.coordinator.v1.GenerateStreamResponse0\x01BMZKgithub.com/coordinator-project/coordinator/gen/coordinator/v1;coordinatorv1b\x06proto3"
+	"\x0eGenerateStream\x12%.coordinator.v1.GenerateStreamRequest\x1a&.coordinator.v1.GenerateStreamResponse0\x01\x12n\n" +
+	"\n" +
+	"GetRequest\x12!.coordinator.v1.GetRequestRequest\x1a\".coordinator.v1.GetRequestResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/requests/{id}\x12w\n" +
+	"\rDeleteRequest\x12$.coordinator.v1.DeleteRequestRequest\x1a%.coordinator.v1.DeleteRequestResponse\"\x19\x82\xd3\xe4\x93\x02\x13*\x11/v1/requests/{id}BMZKgithub.com/coordinator-project/coordinator/gen/coordinator/v1;coordinatorv1b\x06proto3"
 
 var (
 	file_coordinator_v1_coordinator_proto_rawDescOnce sync.Once
@@ -1714,60 +1900,69 @@ func file_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_coordinator_v1_coordinator_proto_goTypes = []any{
 	(Endpoint)(0),                  // 0: coordinator.v1.Endpoint
 	(FinishReason)(0),              // 1: coordinator.v1.FinishReason
-	(*GenerateRequest)(nil),        // 2: coordinator.v1.GenerateRequest
-	(*GenerateResponse)(nil),       // 3: coordinator.v1.GenerateResponse
-	(*GenerateStreamRequest)(nil),  // 4: coordinator.v1.GenerateStreamRequest
-	(*GenerateStreamResponse)(nil), // 5: coordinator.v1.GenerateStreamResponse
-	(*OpenAIRequest)(nil),          // 6: coordinator.v1.OpenAIRequest
-	(*OpenAIResponse)(nil),         // 7: coordinator.v1.OpenAIResponse
-	(*OpenAIEvents)(nil),           // 8: coordinator.v1.OpenAIEvents
-	(*TokensRequest)(nil),          // 9: coordinator.v1.TokensRequest
-	(*SamplingParams)(nil),         // 10: coordinator.v1.SamplingParams
-	(*MultimodalFeatures)(nil),     // 11: coordinator.v1.MultimodalFeatures
-	(*Placeholder)(nil),            // 12: coordinator.v1.Placeholder
-	(*KwargsItem)(nil),             // 13: coordinator.v1.KwargsItem
-	(*TokensResponse)(nil),         // 14: coordinator.v1.TokensResponse
-	(*TokensChunk)(nil),            // 15: coordinator.v1.TokensChunk
-	(*TokensChoice)(nil),           // 16: coordinator.v1.TokensChoice
-	(*TokenLogprob)(nil),           // 17: coordinator.v1.TokenLogprob
-	(*TopLogprob)(nil),             // 18: coordinator.v1.TopLogprob
-	(*Usage)(nil),                  // 19: coordinator.v1.Usage
-	(*UpstreamError)(nil),          // 20: coordinator.v1.UpstreamError
+	(*GetRequestRequest)(nil),      // 2: coordinator.v1.GetRequestRequest
+	(*GetRequestResponse)(nil),     // 3: coordinator.v1.GetRequestResponse
+	(*DeleteRequestRequest)(nil),   // 4: coordinator.v1.DeleteRequestRequest
+	(*DeleteRequestResponse)(nil),  // 5: coordinator.v1.DeleteRequestResponse
+	(*GenerateRequest)(nil),        // 6: coordinator.v1.GenerateRequest
+	(*GenerateResponse)(nil),       // 7: coordinator.v1.GenerateResponse
+	(*GenerateStreamRequest)(nil),  // 8: coordinator.v1.GenerateStreamRequest
+	(*GenerateStreamResponse)(nil), // 9: coordinator.v1.GenerateStreamResponse
+	(*OpenAIRequest)(nil),          // 10: coordinator.v1.OpenAIRequest
+	(*OpenAIResponse)(nil),         // 11: coordinator.v1.OpenAIResponse
+	(*OpenAIEvents)(nil),           // 12: coordinator.v1.OpenAIEvents
+	(*TokensRequest)(nil),          // 13: coordinator.v1.TokensRequest
+	(*SamplingParams)(nil),         // 14: coordinator.v1.SamplingParams
+	(*MultimodalFeatures)(nil),     // 15: coordinator.v1.MultimodalFeatures
+	(*Placeholder)(nil),            // 16: coordinator.v1.Placeholder
+	(*KwargsItem)(nil),             // 17: coordinator.v1.KwargsItem
+	(*TokensResponse)(nil),         // 18: coordinator.v1.TokensResponse
+	(*TokensChunk)(nil),            // 19: coordinator.v1.TokensChunk
+	(*TokensChoice)(nil),           // 20: coordinator.v1.TokensChoice
+	(*TokenLogprob)(nil),           // 21: coordinator.v1.TokenLogprob
+	(*TopLogprob)(nil),             // 22: coordinator.v1.TopLogprob
+	(*Usage)(nil),                  // 23: coordinator.v1.Usage
+	(*UpstreamError)(nil),          // 24: coordinator.v1.UpstreamError
 }
 var file_coordinator_v1_coordinator_proto_depIdxs = []int32{
-	6,  // 0: coordinator.v1.GenerateRequest.openai:type_name -> coordinator.v1.OpenAIRequest
-	9,  // 1: coordinator.v1.GenerateRequest.tokens:type_name -> coordinator.v1.TokensRequest
-	7,  // 2: coordinator.v1.GenerateResponse.openai:type_name -> coordinator.v1.OpenAIResponse
-	14, // 3: coordinator.v1.GenerateResponse.tokens:type_name -> coordinator.v1.TokensResponse
-	6,  // 4: coordinator.v1.GenerateStreamRequest.openai:type_name -> coordinator.v1.OpenAIRequest
-	9,  // 5: coordinator.v1.GenerateStreamRequest.tokens:type_name -> coordinator.v1.TokensRequest
-	8,  // 6: coordinator.v1.GenerateStreamResponse.openai:type_name -> coordinator.v1.OpenAIEvents
-	15, // 7: coordinator.v1.GenerateStreamResponse.tokens:type_name -> coordinator.v1.TokensChunk
-	0,  // 8: coordinator.v1.OpenAIRequest.endpoint:type_name -> coordinator.v1.Endpoint
-	10, // 9: coordinator.v1.TokensRequest.sampling:type_name -> coordinator.v1.SamplingParams
-	11, // 10: coordinator.v1.TokensRequest.features:type_name -> coordinator.v1.MultimodalFeatures
-	12, // 11: coordinator.v1.MultimodalFeatures.mm_placeholders:type_name -> coordinator.v1.Placeholder
-	13, // 12: coordinator.v1.MultimodalFeatures.kwargs_data:type_name -> coordinator.v1.KwargsItem
-	16, // 13: coordinator.v1.TokensResponse.choices:type_name -> coordinator.v1.TokensChoice
-	19, // 14: coordinator.v1.TokensResponse.usage:type_name -> coordinator.v1.Usage
-	16, // 15: coordinator.v1.TokensChunk.choices:type_name -> coordinator.v1.TokensChoice
-	19, // 16: coordinator.v1.TokensChunk.usage:type_name -> coordinator.v1.Usage
-	17, // 17: coordinator.v1.TokensChoice.logprobs:type_name -> coordinator.v1.TokenLogprob
-	1,  // 18: coordinator.v1.TokensChoice.finish_reason:type_name -> coordinator.v1.FinishReason
-	18, // 19: coordinator.v1.TokenLogprob.top_logprobs:type_name -> coordinator.v1.TopLogprob
-	2,  // 20: coordinator.v1.CoordinatorService.Generate:input_type -> coordinator.v1.GenerateRequest
-	4,  // 21: coordinator.v1.CoordinatorService.GenerateStream:input_type -> coordinator.v1.GenerateStreamRequest
-	3,  // 22: coordinator.v1.CoordinatorService.Generate:output_type -> coordinator.v1.GenerateResponse
-	5,  // 23: coordinator.v1.CoordinatorService.GenerateStream:output_type -> coordinator.v1.GenerateStreamResponse
-	22, // [22:24] is the sub-list for method output_type
-	20, // [20:22] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	11, // 0: coordinator.v1.GetRequestResponse.answer:type_name -> coordinator.v1.OpenAIResponse
+	10, // 1: coordinator.v1.GenerateRequest.openai:type_name -> coordinator.v1.OpenAIRequest
+	13, // 2: coordinator.v1.GenerateRequest.tokens:type_name -> coordinator.v1.TokensRequest
+	11, // 3: coordinator.v1.GenerateResponse.openai:type_name -> coordinator.v1.OpenAIResponse
+	18, // 4: coordinator.v1.GenerateResponse.tokens:type_name -> coordinator.v1.TokensResponse
+	10, // 5: coordinator.v1.GenerateStreamRequest.openai:type_name -> coordinator.v1.OpenAIRequest
+	13, // 6: coordinator.v1.GenerateStreamRequest.tokens:type_name -> coordinator.v1.TokensRequest
+	12, // 7: coordinator.v1.GenerateStreamResponse.openai:type_name -> coordinator.v1.OpenAIEvents
+	19, // 8: coordinator.v1.GenerateStreamResponse.tokens:type_name -> coordinator.v1.TokensChunk
+	0,  // 9: coordinator.v1.OpenAIRequest.endpoint:type_name -> coordinator.v1.Endpoint
+	14, // 10: coordinator.v1.TokensRequest.sampling:type_name -> coordinator.v1.SamplingParams
+	15, // 11: coordinator.v1.TokensRequest.features:type_name -> coordinator.v1.MultimodalFeatures
+	16, // 12: coordinator.v1.MultimodalFeatures.mm_placeholders:type_name -> coordinator.v1.Placeholder
+	17, // 13: coordinator.v1.MultimodalFeatures.kwargs_data:type_name -> coordinator.v1.KwargsItem
+	20, // 14: coordinator.v1.TokensResponse.choices:type_name -> coordinator.v1.TokensChoice
+	23, // 15: coordinator.v1.TokensResponse.usage:type_name -> coordinator.v1.Usage
+	20, // 16: coordinator.v1.TokensChunk.choices:type_name -> coordinator.v1.TokensChoice
+	23, // 17: coordinator.v1.TokensChunk.usage:type_name -> coordinator.v1.Usage
+	21, // 18: coordinator.v1.TokensChoice.logprobs:type_name -> coordinator.v1.TokenLogprob
+	1,  // 19: coordinator.v1.TokensChoice.finish_reason:type_name -> coordinator.v1.FinishReason
+	22, // 20: coordinator.v1.TokenLogprob.top_logprobs:type_name -> coordinator.v1.TopLogprob
+	6,  // 21: coordinator.v1.CoordinatorService.Generate:input_type -> coordinator.v1.GenerateRequest
+	8,  // 22: coordinator.v1.CoordinatorService.GenerateStream:input_type -> coordinator.v1.GenerateStreamRequest
+	2,  // 23: coordinator.v1.CoordinatorService.GetRequest:input_type -> coordinator.v1.GetRequestRequest
+	4,  // 24: coordinator.v1.CoordinatorService.DeleteRequest:input_type -> coordinator.v1.DeleteRequestRequest
+	7,  // 25: coordinator.v1.CoordinatorService.Generate:output_type -> coordinator.v1.GenerateResponse
+	9,  // 26: coordinator.v1.CoordinatorService.GenerateStream:output_type -> coordinator.v1.GenerateStreamResponse
+	3,  // 27: coordinator.v1.CoordinatorService.GetRequest:output_type -> coordinator.v1.GetRequestResponse
+	5,  // 28: coordinator.v1.CoordinatorService.DeleteRequest:output_type -> coordinator.v1.DeleteRequestResponse
+	25, // [25:29] is the sub-list for method output_type
+	21, // [21:25] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_coordinator_v1_coordinator_proto_init() }
@@ -1775,31 +1970,31 @@ func file_coordinator_v1_coordinator_proto_init() {
 	if File_coordinator_v1_coordinator_proto != nil {
 		return
 	}
-	file_coordinator_v1_coordinator_proto_msgTypes[0].OneofWrappers = []any{
+	file_coordinator_v1_coordinator_proto_msgTypes[4].OneofWrappers = []any{
 		(*GenerateRequest_Openai)(nil),
 		(*GenerateRequest_Tokens)(nil),
 	}
-	file_coordinator_v1_coordinator_proto_msgTypes[1].OneofWrappers = []any{
+	file_coordinator_v1_coordinator_proto_msgTypes[5].OneofWrappers = []any{
 		(*GenerateResponse_Openai)(nil),
 		(*GenerateResponse_Tokens)(nil),
 	}
-	file_coordinator_v1_coordinator_proto_msgTypes[2].OneofWrappers = []any{
+	file_coordinator_v1_coordinator_proto_msgTypes[6].OneofWrappers = []any{
 		(*GenerateStreamRequest_Openai)(nil),
 		(*GenerateStreamRequest_Tokens)(nil),
 	}
-	file_coordinator_v1_coordinator_proto_msgTypes[3].OneofWrappers = []any{
+	file_coordinator_v1_coordinator_proto_msgTypes[7].OneofWrappers = []any{
 		(*GenerateStreamResponse_Openai)(nil),
 		(*GenerateStreamResponse_Tokens)(nil),
 	}
-	file_coordinator_v1_coordinator_proto_msgTypes[8].OneofWrappers = []any{}
-	file_coordinator_v1_coordinator_proto_msgTypes[11].OneofWrappers = []any{}
+	file_coordinator_v1_coordinator_proto_msgTypes[12].OneofWrappers = []any{}
+	file_coordinator_v1_coordinator_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordinator_v1_coordinator_proto_rawDesc), len(file_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,8 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	CoordinatorService_Generate_FullMethodName       = "/coordinator.v1.CoordinatorService/Generate"
 	CoordinatorService_GenerateStream_FullMethodName = "/coordinator.v1.CoordinatorService/GenerateStream"
+	CoordinatorService_GetRequest_FullMethodName     = "/coordinator.v1.CoordinatorService/GetRequest"
+	CoordinatorService_DeleteRequest_FullMethodName  = "/coordinator.v1.CoordinatorService/DeleteRequest"
 )
 
 // CoordinatorServiceClient is the client API for CoordinatorService service.
@@ -51,6 +53,16 @@ type CoordinatorServiceClient interface {
 	// REST: the same three paths with "stream": true in the body are served as
 	// server-sent events from this method.
 	GenerateStream(ctx context.Context, in *GenerateStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GenerateStreamResponse], error)
+	// GetRequest returns the result of a request queued by the async-broker
+	// step ("X-AP-Mode: enqueue" or a "wait" that ran out of time): the
+	// result once the async processor wrote it, "pending" (HTTP 202) while it
+	// runs, or HTTP 410 for an id that is unknown, expired, deleted or
+	// another tenant's. The tenant comes from the broker's tenant header
+	// (metadata on gRPC).
+	GetRequest(ctx context.Context, in *GetRequestRequest, opts ...grpc.CallOption) (*GetRequestResponse, error)
+	// DeleteRequest drops the stored result of a queued request (HTTP 204,
+	// also when there was none).
+	DeleteRequest(ctx context.Context, in *DeleteRequestRequest, opts ...grpc.CallOption) (*DeleteRequestResponse, error)
 }
 
 type coordinatorServiceClient struct {
@@ -90,6 +102,26 @@ func (c *coordinatorServiceClient) GenerateStream(ctx context.Context, in *Gener
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type CoordinatorService_GenerateStreamClient = grpc.ServerStreamingClient[GenerateStreamResponse]
 
+func (c *coordinatorServiceClient) GetRequest(ctx context.Context, in *GetRequestRequest, opts ...grpc.CallOption) (*GetRequestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRequestResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_GetRequest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) DeleteRequest(ctx context.Context, in *DeleteRequestRequest, opts ...grpc.CallOption) (*DeleteRequestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteRequestResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_DeleteRequest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinatorServiceServer is the server API for CoordinatorService service.
 // All implementations must embed UnimplementedCoordinatorServiceServer
 // for forward compatibility.
@@ -118,6 +150,16 @@ type CoordinatorServiceServer interface {
 	// REST: the same three paths with "stream": true in the body are served as
 	// server-sent events from this method.
 	GenerateStream(*GenerateStreamRequest, grpc.ServerStreamingServer[GenerateStreamResponse]) error
+	// GetRequest returns the result of a request queued by the async-broker
+	// step ("X-AP-Mode: enqueue" or a "wait" that ran out of time): the
+	// result once the async processor wrote it, "pending" (HTTP 202) while it
+	// runs, or HTTP 410 for an id that is unknown, expired, deleted or
+	// another tenant's. The tenant comes from the broker's tenant header
+	// (metadata on gRPC).
+	GetRequest(context.Context, *GetRequestRequest) (*GetRequestResponse, error)
+	// DeleteRequest drops the stored result of a queued request (HTTP 204,
+	// also when there was none).
+	DeleteRequest(context.Context, *DeleteRequestRequest) (*DeleteRequestResponse, error)
 	mustEmbedUnimplementedCoordinatorServiceServer()
 }
 
@@ -133,6 +175,12 @@ func (UnimplementedCoordinatorServiceServer) Generate(context.Context, *Generate
 }
 func (UnimplementedCoordinatorServiceServer) GenerateStream(*GenerateStreamRequest, grpc.ServerStreamingServer[GenerateStreamResponse]) error {
 	return status.Error(codes.Unimplemented, "method GenerateStream not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) GetRequest(context.Context, *GetRequestRequest) (*GetRequestResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRequest not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) DeleteRequest(context.Context, *DeleteRequestRequest) (*DeleteRequestResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteRequest not implemented")
 }
 func (UnimplementedCoordinatorServiceServer) mustEmbedUnimplementedCoordinatorServiceServer() {}
 func (UnimplementedCoordinatorServiceServer) testEmbeddedByValue()                            {}
@@ -184,6 +232,42 @@ func _CoordinatorService_GenerateStream_Handler(srv interface{}, stream grpc.Ser
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type CoordinatorService_GenerateStreamServer = grpc.ServerStreamingServer[GenerateStreamResponse]
 
+func _CoordinatorService_GetRequest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRequestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).GetRequest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_GetRequest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).GetRequest(ctx, req.(*GetRequestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_DeleteRequest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRequestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).DeleteRequest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_DeleteRequest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).DeleteRequest(ctx, req.(*DeleteRequestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CoordinatorService_ServiceDesc is the grpc.ServiceDesc for CoordinatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -194,6 +278,14 @@ var CoordinatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Generate",
 			Handler:    _CoordinatorService_Generate_Handler,
+		},
+		{
+			MethodName: "GetRequest",
+			Handler:    _CoordinatorService_GetRequest_Handler,
+		},
+		{
+			MethodName: "DeleteRequest",
+			Handler:    _CoordinatorService_DeleteRequest_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
