@@ -16,8 +16,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	otelcodes "go.opentelemetry.io/otel/codes"
+
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service/apierror"
+	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/jsonbody"
 	"github.com/coordinator-project/coordinator/steps/upstream"
@@ -27,12 +30,13 @@ import (
 type Coordinator struct {
 	coordinatorv1.UnimplementedCoordinatorServiceServer
 	pipeline *steps.Pipeline
+	metrics  *metrics.Metrics
 	log      *slog.Logger
 }
 
 // NewCoordinator builds the service.
-func NewCoordinator(p *steps.Pipeline, log *slog.Logger) *Coordinator {
-	return &Coordinator{pipeline: p, log: log}
+func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger) *Coordinator {
+	return &Coordinator{pipeline: p, metrics: m, log: log}
 }
 
 // Generate implements CoordinatorServiceServer.
@@ -52,7 +56,7 @@ func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateR
 	}
 	sink := &unarySink{}
 	rc.Sink = sink
-	if err := c.run(ctx, rc); err != nil {
+	if err := c.run(ctx, rc, "Generate"); err != nil {
 		return nil, err
 	}
 	if sink.streamed {
@@ -85,43 +89,69 @@ func (c *Coordinator) GenerateStream(req *coordinatorv1.GenerateStreamRequest, s
 		return status.Errorf(codes.InvalidArgument, `GenerateStream needs "stream": true in the body (request_id: %s)`, id)
 	}
 	rc.Sink = newStreamSink(stream)
-	return c.run(ctx, rc)
+	return c.run(ctx, rc, "GenerateStream")
 }
 
-// run executes the pipeline, logs the request once and maps its error.
-func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext) error {
+// run executes the pipeline for one call: it traces the request (honouring
+// an inbound traceparent), reports legs, steps and the first byte to the
+// metrics, gives the client the step timings (Server-Timing), logs the
+// request once with them, and maps its error.
+func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method string) error {
 	start := time.Now()
-	timings := make([]steps.Timing, 0, 8)
-	err := c.pipeline.Run(ctx, rc, &timings)
+	api := metrics.APIGRPC
+	if CalledInProcess(ctx) {
+		api = metrics.APIREST // the REST front counts the request itself
+	} else {
+		defer c.metrics.Begin(api, rc.Stream)()
+	}
+	ctx, span := startRequestSpan(ctx, method, rc)
+	defer span.End()
+	ctx = upstream.WithObserver(ctx, c.metrics)
+	rc.Timings = make([]steps.Timing, 0, 8)
+	rc.Sink = &firstByteSink{Sink: rc.Sink, onFirst: func() {
+		c.metrics.FirstByte(api, rc.Format.String(), time.Since(start))
+		if rc.Stream { // the header goes out with the first event
+			_ = grpc.SetHeader(ctx, metadata.Pairs(headerServerTiming, serverTiming(rc.Timings)))
+		}
+	}}
+
+	err := c.pipeline.Run(ctx, rc)
+
+	c.metrics.Steps(rc.Timings)
 	attrs := []slog.Attr{
 		slog.String("request_id", rc.RequestID),
-		slog.String("api", rc.Format.String()),
+		slog.String("api", api),
+		slog.String("endpoint", rc.Format.String()),
 		slog.String("model", rc.Model),
 		slog.Bool("stream", rc.Stream),
 		slog.Duration("duration", time.Since(start)),
-		slog.Any("steps", timingsValue(timings)),
+		slog.Any("steps", timingsValue(rc.Timings)),
 	}
+	if sc := span.SpanContext(); sc.IsValid() {
+		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
+	}
+	code := codes.OK
 	if err == nil {
+		if !rc.Stream {
+			_ = grpc.SetHeader(ctx, metadata.Pairs(headerServerTiming, serverTiming(rc.Timings)))
+		}
 		c.log.LogAttrs(ctx, slog.LevelInfo, "request done", attrs...)
-		return nil
+	} else {
+		st := apierror.FromError(err, rc.RequestID)
+		code = st.Code()
+		level := slog.LevelWarn
+		if code == codes.Canceled {
+			level = slog.LevelInfo
+		}
+		c.log.LogAttrs(ctx, level, "request failed", append(attrs, slog.String("code", code.String()), slog.String("error", err.Error()))...)
+		span.SetStatus(otelcodes.Error, st.Message())
+		err = st.Err()
 	}
-	st := apierror.FromError(err, rc.RequestID)
-	level := slog.LevelWarn
-	if st.Code() == codes.Canceled {
-		level = slog.LevelInfo
+	if api == metrics.APIGRPC {
+		c.metrics.RequestDone(api, rc.Format.String(), code.String(), time.Since(start))
+		c.metrics.Bytes(api, "in", len(rc.Body))
 	}
-	c.log.LogAttrs(ctx, level, "request failed", append(attrs, slog.String("code", st.Code().String()), slog.String("error", err.Error()))...)
-	return st.Err()
-}
-
-type timingsValue []steps.Timing
-
-func (t timingsValue) LogValue() slog.Value {
-	attrs := make([]slog.Attr, len(t))
-	for i, s := range t {
-		attrs[i] = slog.Duration(s.Step, s.Duration)
-	}
-	return slog.GroupValue(attrs...)
+	return err
 }
 
 const headerRequestID = "x-request-id"

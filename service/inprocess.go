@@ -104,6 +104,7 @@ func (c *Channel) checkSize(m any) error {
 // metadata the handler sees, as the network would.
 func serverContext(ctx context.Context) context.Context {
 	md, _ := metadata.FromOutgoingContext(ctx)
+	ctx = context.WithValue(ctx, inProcessKey{}, true)
 	return metadata.NewOutgoingContext(metadata.NewIncomingContext(ctx, md), nil)
 }
 

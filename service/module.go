@@ -14,6 +14,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
@@ -32,12 +33,14 @@ var Module = fx.Module("service",
 		newGRPCServer,
 		newInProcess,
 		NewAddresses,
+		metrics.New,
 	),
 	fx.Invoke(serveGRPC),
 )
 
-func newGatewayClient(lc fx.Lifecycle, cfg config.Config) (*upstream.Client, error) {
+func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*upstream.Client, error) {
 	c, err := upstream.New(upstream.Options{
+		Log:                   log,
 		Address:               cfg.Gateway.Address,
 		MaxIdleConnsPerHost:   cfg.Gateway.MaxIdleConnsPerHost,
 		IdleConnTimeout:       cfg.Gateway.IdleConnTimeout,

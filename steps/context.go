@@ -85,6 +85,8 @@ type RequestContext struct {
 
 	// Sink receives the client's answer.
 	Sink Sink
+	// Timings holds how each step went so far (Pipeline.Run appends).
+	Timings []Timing
 }
 
 // MultimodalEntry is one image of the prompt.

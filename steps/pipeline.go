@@ -8,6 +8,10 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 )
 
 // StepConfig is one entry of the config's pipeline.steps list.
@@ -80,33 +84,71 @@ func withDefaults(params map[string]any, d Defaults) map[string]any {
 // Names lists the step types in run order.
 func (p *Pipeline) Names() []string { return slices.Clone(p.names) }
 
-// Timing is how long one step of one request took.
+// Outcome is how one step of one request ended.
+type Outcome string
+
+// The outcomes.
+const (
+	OutcomeOK        Outcome = "ok"         // ran; the next step ran, or it was the last
+	OutcomeDoneEarly Outcome = "done-early" // answered the client before the last step
+	OutcomeError     Outcome = "error"      // failed the request
+	OutcomeSkipped   Outcome = "skipped"    // not reached: an earlier step ended the request
+)
+
+// Timing is how one step of one request went.
 type Timing struct {
 	Step     string
 	Duration time.Duration
+	Outcome  Outcome
 }
 
 // Run executes the steps in order until one answers the client (ErrDone),
 // fails, or the list ends. It returns nil on success and the step's error,
-// wrapped with its name, otherwise. timings, if non-nil, receives one entry
-// per step started.
-func (p *Pipeline) Run(ctx context.Context, rc *RequestContext, timings *[]Timing) error {
+// wrapped with its name, otherwise. It appends one Timing per configured
+// step to rc.Timings as it goes (steps not reached: OutcomeSkipped, at the
+// end), and traces each step as a span of ctx's.
+func (p *Pipeline) Run(ctx context.Context, rc *RequestContext) error {
 	for i, step := range p.steps {
 		if err := ctx.Err(); err != nil {
+			p.skipFrom(i, rc)
 			return fmt.Errorf("pipeline cancelled: %w", context.Cause(ctx))
 		}
+		stepCtx, span := tracer.Start(ctx, p.names[i])
 		start := time.Now()
-		err := step.Execute(ctx, rc)
-		if timings != nil {
-			*timings = append(*timings, Timing{Step: p.names[i], Duration: time.Since(start)})
-		}
+		err := step.Execute(stepCtx, rc)
+		t := Timing{Step: p.names[i], Duration: time.Since(start), Outcome: OutcomeOK}
 		switch {
 		case err == nil:
 		case errors.Is(err, ErrDone):
-			return nil
+			if i < len(p.steps)-1 {
+				t.Outcome = OutcomeDoneEarly
+			}
 		default:
+			t.Outcome = OutcomeError
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.SetAttributes(attribute.String("coordinator.step.outcome", string(t.Outcome)))
+		span.End()
+		rc.Timings = append(rc.Timings, t)
+		switch t.Outcome {
+		case OutcomeDoneEarly:
+			p.skipFrom(i+1, rc)
+			return nil
+		case OutcomeError:
+			p.skipFrom(i+1, rc)
 			return fmt.Errorf("step %q: %w", p.names[i], err)
 		}
 	}
 	return nil
 }
+
+// skipFrom records the steps from i on as not reached.
+func (p *Pipeline) skipFrom(i int, rc *RequestContext) {
+	for _, name := range p.names[i:] {
+		rc.Timings = append(rc.Timings, Timing{Step: name, Outcome: OutcomeSkipped})
+	}
+}
+
+// tracer makes the step spans; a no-op until the app installs a tracer
+// provider (tracing is off by default).
+var tracer = otel.Tracer("github.com/coordinator-project/coordinator/steps")

@@ -38,24 +38,28 @@ func TestPipelineRunsStepsInConfigOrder(t *testing.T) {
 	plugins := []steps.Plugin{plugin("a", &log, nil, nil), plugin("b", &log, nil, nil), plugin("c", &log, nil, nil)}
 	p, err := steps.NewPipeline(plugins, []steps.StepConfig{{Type: "c"}, {Type: "a"}, {Type: "b"}}, steps.Defaults{})
 	require.NoError(t, err)
-	var timings []steps.Timing
-	require.NoError(t, p.Run(context.Background(), &steps.RequestContext{}, &timings))
+	rc := &steps.RequestContext{}
+	require.NoError(t, p.Run(context.Background(), rc))
 	assert.Equal(t, []string{"c", "a", "b"}, log)
 	assert.Equal(t, []string{"c", "a", "b"}, p.Names())
-	require.Len(t, timings, 3)
-	assert.Equal(t, "c", timings[0].Step)
+	require.Len(t, rc.Timings, 3)
+	assert.Equal(t, "c", rc.Timings[0].Step)
+	for _, tm := range rc.Timings {
+		assert.Equal(t, steps.OutcomeOK, tm.Outcome)
+	}
 }
 
 func TestPipelineStopsAtDoneAndAtErrors(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
 	tests := []struct {
-		name    string
-		err     error
-		wantErr error
+		name     string
+		err      error
+		wantErr  error
+		outcomes []steps.Outcome
 	}{
-		{name: "done ends successfully", err: steps.ErrDone},
-		{name: "error ends with the step named", err: boom, wantErr: boom},
+		{name: "done ends successfully", err: steps.ErrDone, outcomes: []steps.Outcome{steps.OutcomeDoneEarly, steps.OutcomeSkipped}},
+		{name: "error ends with the step named", err: boom, wantErr: boom, outcomes: []steps.Outcome{steps.OutcomeError, steps.OutcomeSkipped}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,8 +68,11 @@ func TestPipelineStopsAtDoneAndAtErrors(t *testing.T) {
 			plugins := []steps.Plugin{plugin("first", &log, tt.err, nil), plugin("second", &log, nil, nil)}
 			p, err := steps.NewPipeline(plugins, []steps.StepConfig{{Type: "first"}, {Type: "second"}}, steps.Defaults{})
 			require.NoError(t, err)
-			err = p.Run(context.Background(), &steps.RequestContext{}, nil)
+			rc := &steps.RequestContext{}
+			err = p.Run(context.Background(), rc)
 			assert.Equal(t, []string{"first"}, log, "the second step must not run")
+			require.Len(t, rc.Timings, 2)
+			assert.Equal(t, tt.outcomes, []steps.Outcome{rc.Timings[0].Outcome, rc.Timings[1].Outcome})
 			if tt.wantErr == nil {
 				assert.NoError(t, err)
 				return
@@ -83,9 +90,11 @@ func TestPipelineHonoursCancellation(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err = p.Run(ctx, &steps.RequestContext{}, nil)
+	rc := &steps.RequestContext{}
+	err = p.Run(ctx, rc)
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.Empty(t, log)
+	assert.Equal(t, []steps.Timing{{Step: "a", Outcome: steps.OutcomeSkipped}}, rc.Timings)
 }
 
 func TestNewPipelineErrors(t *testing.T) {

@@ -47,7 +47,7 @@ func TestFlowEncodePrefillDecodeChat(t *testing.T) {
 	gw := workers(t)
 	rc := mmChatContext()
 	p := phasePipeline(t, gw.URL, steps.Defaults{KVConnector: "kv-nixl", ECConnector: "ec-nixl", UseOpenAIFormat: true})
-	require.NoError(t, p.Run(context.Background(), rc, nil))
+	require.NoError(t, p.Run(context.Background(), rc))
 
 	// Gateway paths: every leg on the chat path, in phase order.
 	assert.Equal(t, []string{
@@ -91,7 +91,7 @@ func TestFlowPartialECResponse(t *testing.T) {
 	})
 	rc := mmChatContext()
 	p := phasePipeline(t, gw.URL, steps.Defaults{KVConnector: "kv-nixl", ECConnector: "ec-nixl", UseOpenAIFormat: false})
-	require.NoError(t, p.Run(context.Background(), rc, nil))
+	require.NoError(t, p.Run(context.Background(), rc))
 
 	require.Len(t, rc.ECDescriptors, 2)
 	assert.Nil(t, rc.ECDescriptors[1])
@@ -116,7 +116,7 @@ func TestFlowNoECParamsAtAll(t *testing.T) {
 	})
 	rc := mmChatContext()
 	p := phasePipeline(t, gw.URL, steps.Defaults{ECConnector: "ec-nixl", UseOpenAIFormat: true})
-	require.NoError(t, p.Run(context.Background(), rc, nil))
+	require.NoError(t, p.Run(context.Background(), rc))
 	assert.Equal(t, []json.RawMessage{nil, nil}, rc.ECDescriptors)
 	assert.NotContains(t, string(legsOf(gw, upstream.ProfilePrefill)[0].Body), "ec_transfer_params")
 }
@@ -133,7 +133,7 @@ func TestFlowAllConnectorCombinations(t *testing.T) {
 				gw := workers(t)
 				rc := mmChatContext()
 				p := phasePipeline(t, gw.URL, steps.Defaults{KVConnector: kvName, ECConnector: ecName, UseOpenAIFormat: false})
-				require.NoError(t, p.Run(context.Background(), rc, nil))
+				require.NoError(t, p.Run(context.Background(), rc))
 				assert.Equal(t, decodeAnswer, string(rc.Sink.(*steptest.Sink).Body))
 				assert.Len(t, rc.ECDescriptors, 2, "encoders' answers are kept whatever the connector")
 				assert.Equal(t, prefillKV, string(rc.KVParams))
@@ -152,7 +152,7 @@ func TestFlowTextOnlySkipsEncode(t *testing.T) {
 	rc.Body = []byte(`{"model":"llava","messages":[{"role":"user","content":"Hi"}]}`)
 	rc.TokenIDs, rc.Multimodal = []uint32{1, 15043}, nil
 	p := phasePipeline(t, gw.URL, steps.Defaults{ECConnector: "ec-nixl", UseOpenAIFormat: true})
-	require.NoError(t, p.Run(context.Background(), rc, nil))
+	require.NoError(t, p.Run(context.Background(), rc))
 	assert.Equal(t, []string{"prefill " + steps.PathChat, "decode " + steps.PathChat}, legTrail(gw))
 	assert.Nil(t, rc.ECDescriptors)
 }
@@ -191,7 +191,7 @@ func TestFlowGatewayPaths(t *testing.T) {
 			t.Parallel()
 			gw := workers(t)
 			p := phasePipeline(t, gw.URL, steps.Defaults{UseOpenAIFormat: tt.useOpenAI})
-			require.NoError(t, p.Run(context.Background(), tt.rc(), nil))
+			require.NoError(t, p.Run(context.Background(), tt.rc()))
 			assert.Equal(t, tt.want, legTrail(gw))
 		})
 	}
@@ -219,7 +219,7 @@ func TestFlowRenderToEncodeFeatures(t *testing.T) {
 	require.NoError(t, err)
 	rc := mmChatContext()
 	rc.TokenIDs, rc.Multimodal = nil, nil
-	require.NoError(t, p.Run(context.Background(), rc, nil))
+	require.NoError(t, p.Run(context.Background(), rc))
 	require.Len(t, render.Legs(), 1)
 
 	encodeLegs := legsOf(gw, upstream.ProfileEncode)

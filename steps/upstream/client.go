@@ -9,11 +9,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Profiles: the EPP scheduling profile a gateway leg asks for.
@@ -36,6 +44,9 @@ type Options struct {
 	ResponseHeaderTimeout time.Duration
 	// Timeout, if set, bounds a whole call including the body (render).
 	Timeout time.Duration
+	// Log, if set, gets one line per leg at trace level with the redacted
+	// headers and body (see RedactBody); nothing is logged above trace.
+	Log *slog.Logger
 }
 
 // Client posts legs to one base URL over one keep-alive pool. It ignores
@@ -44,6 +55,7 @@ type Options struct {
 type Client struct {
 	base string
 	http *http.Client
+	log  *slog.Logger
 }
 
 // New builds a client; Address must be an absolute http(s) URL.
@@ -70,6 +82,7 @@ func New(o Options) (*Client, error) {
 	return &Client{
 		base: strings.TrimSuffix(o.Address, "/"),
 		http: &http.Client{Transport: transport, Timeout: o.Timeout},
+		log:  o.Log,
 	}, nil
 }
 
@@ -101,7 +114,41 @@ const maxErrorBody = 64 << 10
 // caller closes it). Any other status is returned as a *StatusError with
 // the body read (up to 64 KiB) and closed. A transport failure is returned
 // wrapped with the leg's name; when ctx ended it is ctx's error.
+//
+// The leg is traced as a span of ctx's whose context travels in the
+// traceparent header (when tracing is on; otherwise the client's own
+// traceparent, if any, is forwarded as it came), and reported to ctx's
+// Observer.
 func (c *Client) Post(ctx context.Context, r Request) (*http.Response, error) {
+	start := time.Now()
+	phase := phaseOf(r)
+	ctx, span := tracer.Start(ctx, "leg "+r.Leg, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("coordinator.phase", phase), attribute.String("coordinator.request_id", r.RequestID)))
+	resp, err := c.post(ctx, r, span)
+	status := 0
+	var se *StatusError
+	switch {
+	case resp != nil:
+		status = resp.StatusCode
+	case errors.As(err, &se):
+		status = se.StatusCode
+	}
+	if o := observerFrom(ctx); o != nil {
+		o.LegDone(LegResult{Leg: r.Leg, Phase: phase, StatusCode: status, Duration: time.Since(start)})
+	}
+	span.SetAttributes(attribute.Int("http.response.status_code", status))
+	if err != nil {
+		span.SetStatus(otelcodes.Error, err.Error())
+	}
+	if resp == nil {
+		span.End()
+		return nil, err
+	}
+	resp.Body = &spanBody{ReadCloser: resp.Body, span: span}
+	return resp, nil
+}
+
+func (c *Client) post(ctx context.Context, r Request, span trace.Span) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+r.Path, bytes.NewReader(r.Body))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Leg, err)
@@ -117,6 +164,13 @@ func (c *Client) Post(ctx context.Context, r Request) (*http.Response, error) {
 	}
 	if r.Prefer != "" {
 		h["Prefer"] = []string{r.Prefer}
+	}
+	if span.SpanContext().IsValid() {
+		otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
+	}
+	if c.log != nil && c.log.Enabled(ctx, levelTrace) {
+		c.log.Log(ctx, levelTrace, "leg request", "leg", r.Leg, "request_id", r.RequestID, "url", req.URL.String(),
+			"headers", RedactHeaders(h), "body", RedactBody(r.Body))
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -136,6 +190,27 @@ func (c *Client) Post(ctx context.Context, r Request) (*http.Response, error) {
 		}
 	}
 	return resp, nil
+}
+
+// levelTrace is log_level 5, the only level at which legs are logged.
+const levelTrace = slog.Level(-8)
+
+// tracer makes the leg spans; a no-op until the app installs a tracer
+// provider (tracing is off by default).
+var tracer = otel.Tracer("github.com/coordinator-project/coordinator/steps/upstream")
+
+// spanBody ends the leg's span when the caller closes the answer's body,
+// so a streamed decode leg's span covers the whole stream.
+type spanBody struct {
+	io.ReadCloser
+	span trace.Span
+	once sync.Once
+}
+
+func (b *spanBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(func() { b.span.End() })
+	return err
 }
 
 // StatusError is a leg answered with a non-2xx status.

@@ -1,0 +1,153 @@
+// Package metrics holds the coordinator's Prometheus metrics: requests,
+// latency and time to first token by API and endpoint, steps by outcome,
+// legs by phase and upstream status, in-flight requests and streams,
+// conditional-decode hits, bytes in and out, and the gRPC server's own.
+// They live on a registry of their own, served at /metrics on the REST port.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/upstream"
+)
+
+// APIs: how a request arrived.
+const (
+	APIREST = "rest"
+	APIGRPC = "grpc"
+)
+
+// requestBuckets suit LLM requests: milliseconds (a cache hit, an error)
+// to minutes (a long generation).
+var requestBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+
+// stepBuckets suit one step or leg: sub-millisecond to a minute.
+var stepBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// Metrics are the coordinator's collectors. Safe for concurrent use.
+type Metrics struct {
+	registry    *prometheus.Registry
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	ttft        *prometheus.HistogramVec
+	steps       *prometheus.HistogramVec
+	legs        *prometheus.HistogramVec
+	inFlight    *prometheus.GaugeVec
+	conditional *prometheus.CounterVec
+	bytes       *prometheus.CounterVec
+	// GRPC are the gRPC server's per-method metrics; its interceptors go
+	// on the server.
+	GRPC *grpcprom.ServerMetrics
+}
+
+// New registers every collector, with the Go runtime and process ones, on
+// a new registry.
+func New() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinator_requests_total",
+			Help: "Inference requests by API (rest, grpc), endpoint and final status (HTTP status for REST, gRPC code for gRPC).",
+		}, []string{"api", "endpoint", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "coordinator_request_duration_seconds", Buckets: requestBuckets,
+			Help: "Time from a request's arrival to the end of its answer.",
+		}, []string{"api", "endpoint"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "coordinator_time_to_first_token_seconds", Buckets: requestBuckets,
+			Help: "Time from a request's arrival to the first byte of its answer (the first event of a stream).",
+		}, []string{"api", "endpoint"}),
+		steps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "coordinator_step_duration_seconds", Buckets: stepBuckets,
+			Help: "Time spent in each pipeline step, by outcome (ok, done-early, error; skipped steps count with 0).",
+		}, []string{"step", "outcome"}),
+		legs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "coordinator_leg_duration_seconds", Buckets: stepBuckets,
+			Help: "Time until a worker or render leg's response headers, by phase and upstream HTTP status (0: no answer).",
+		}, []string{"phase", "status"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "coordinator_in_flight",
+			Help: "Requests being served, by API and kind (request, stream).",
+		}, []string{"api", "kind"}),
+		conditional: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinator_conditional_decode_total",
+			Help: "Conditional-decode outcomes: hit (a decode pod answered from its cache) or miss (412, the pipeline went on).",
+		}, []string{"result"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinator_body_bytes_total",
+			Help: "Request and answer body bytes by API and direction (in, out).",
+		}, []string{"api", "direction"}),
+		GRPC: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(requestBuckets))),
+	}
+	m.registry.MustRegister(m.requests, m.duration, m.ttft, m.steps, m.legs, m.inFlight, m.conditional, m.bytes, m.GRPC,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// Gatherer is the registry, for tests.
+func (m *Metrics) Gatherer() prometheus.Gatherer { return m.registry }
+
+// Begin counts a request in flight and returns the function that ends it.
+func (m *Metrics) Begin(api string, stream bool) (end func()) {
+	kind := "request"
+	if stream {
+		kind = "stream"
+	}
+	g := m.inFlight.WithLabelValues(api, kind)
+	g.Inc()
+	return g.Dec
+}
+
+// RequestDone records a finished request.
+func (m *Metrics) RequestDone(api, endpoint, status string, d time.Duration) {
+	m.requests.WithLabelValues(api, endpoint, status).Inc()
+	m.duration.WithLabelValues(api, endpoint).Observe(d.Seconds())
+}
+
+// FirstByte records a request's time to first token.
+func (m *Metrics) FirstByte(api, endpoint string, d time.Duration) {
+	m.ttft.WithLabelValues(api, endpoint).Observe(d.Seconds())
+}
+
+// Steps records how each step of a request went, and conditional-decode's
+// hit or miss.
+func (m *Metrics) Steps(timings []steps.Timing) {
+	for _, t := range timings {
+		m.steps.WithLabelValues(t.Step, string(t.Outcome)).Observe(t.Duration.Seconds())
+		if t.Step == steps.ConditionalDecodeType {
+			switch t.Outcome {
+			case steps.OutcomeDoneEarly:
+				m.conditional.WithLabelValues("hit").Inc()
+			case steps.OutcomeOK:
+				m.conditional.WithLabelValues("miss").Inc()
+			}
+		}
+	}
+}
+
+// Bytes adds body bytes for an API, direction "in" or "out".
+func (m *Metrics) Bytes(api, direction string, n int) {
+	if n > 0 {
+		m.bytes.WithLabelValues(api, direction).Add(float64(n))
+	}
+}
+
+// LegDone implements upstream.Observer.
+func (m *Metrics) LegDone(r upstream.LegResult) {
+	m.legs.WithLabelValues(r.Phase, strconv.Itoa(r.StatusCode)).Observe(r.Duration.Seconds())
+}
+
+var _ upstream.Observer = (*Metrics)(nil)
