@@ -11,7 +11,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/metadata"
@@ -19,6 +21,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps/jsonbody"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
@@ -30,29 +33,31 @@ type Handler struct {
 	client  coordinatorv1.CoordinatorServiceClient
 	maxBody int64
 	ready   *service.Readiness
+	metrics *metrics.Metrics
 }
 
 // NewHandler builds the REST front over a CoordinatorService client.
 // maxBody caps request bodies (413 past it).
-func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClient, maxBody int64, ready *service.Readiness) (*Handler, error) {
+func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClient, maxBody int64, ready *service.Readiness, m *metrics.Metrics) (*Handler, error) {
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, rawJSON{}),
 		runtime.WithMarshalerOption("application/json", rawJSON{}),
 		runtime.WithErrorHandler(gatewayError),
 		runtime.WithIncomingHeaderMatcher(incomingHeader),
-		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
+		runtime.WithOutgoingHeaderMatcher(outgoingHeader),
 		runtime.WithOutgoingTrailerMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithForwardResponseOption(forwardStatus),
 	)
 	if err := coordinatorv1.RegisterCoordinatorServiceHandlerClient(ctx, gw, client); err != nil {
 		return nil, err
 	}
-	h := &Handler{mux: http.NewServeMux(), gateway: gw, client: client, maxBody: maxBody, ready: ready}
+	h := &Handler{mux: http.NewServeMux(), gateway: gw, client: client, maxBody: maxBody, ready: ready, metrics: m}
 	h.mux.Handle("POST /v1/chat/completions", h.inference(coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS))
 	h.mux.Handle("POST /v1/completions", h.inference(coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS))
 	h.mux.Handle("POST /inference/v1/generate", h.inference(coordinatorv1.Endpoint_ENDPOINT_GENERATE))
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	h.mux.HandleFunc("GET /readyz", h.readyz)
+	h.mux.Handle("GET /metrics", m.Handler())
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeOpenAIError(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path, "")
 	})
@@ -73,42 +78,78 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 // inference handles one OpenAI route: it reads the body once under the
 // size cap, checks it is a JSON object, settles the request id, and hands
 // the bytes to Generate (through grpc-gateway) or GenerateStream (as SSE)
-// according to the body's "stream".
+// according to the body's "stream". It counts the request in the metrics
+// with the status the client got.
 func (h *Handler) inference(endpoint coordinatorv1.Endpoint) http.Handler {
+	name := endpointName(endpoint)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := upstream.RequestID(r.Header.Get("X-Request-Id"))
-		w.Header().Set("X-Request-Id", id)
-		data, err := h.readBody(w, r)
-		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				writeOpenAIError(w, http.StatusRequestEntityTooLarge, "request body too large (request_id: "+id+")", "")
-				return
-			}
-			writeOpenAIError(w, http.StatusBadRequest, "failed to read request body (request_id: "+id+")", "")
-			return
-		}
-		obj, err := jsonbody.ParseObject(data)
-		if err != nil {
-			writeOpenAIError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
-			return
-		}
-		stream := false
-		if raw, ok := obj.Get("stream"); ok {
-			stream, _ = jsonbody.Bool(raw)
-		}
-		if stream {
-			h.serveStream(w, r, &coordinatorv1.GenerateStreamRequest{
-				RequestId: id,
-				Input: &coordinatorv1.GenerateStreamRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{
-					Endpoint: endpoint, Json: data,
-				}},
-			})
-			return
-		}
-		r.Body = &requestBody{endpoint: endpoint, requestID: id, data: data}
-		h.gateway.ServeHTTP(w, r)
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w}
+		defer func() {
+			h.metrics.RequestDone(metrics.APIREST, name, strconv.Itoa(rec.status()), time.Since(start))
+			h.metrics.Bytes(metrics.APIREST, "out", rec.written)
+		}()
+		h.serveInference(rec, r, endpoint)
 	})
+}
+
+// serveInference is inference's work on one request.
+func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, endpoint coordinatorv1.Endpoint) {
+	id := upstream.RequestID(r.Header.Get("X-Request-Id"))
+	w.Header().Set("X-Request-Id", id)
+	data, err := h.readBody(w, r)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeOpenAIError(w, http.StatusRequestEntityTooLarge, "request body too large (request_id: "+id+")", "")
+			return
+		}
+		writeOpenAIError(w, http.StatusBadRequest, "failed to read request body (request_id: "+id+")", "")
+		return
+	}
+	obj, err := jsonbody.ParseObject(data)
+	if err != nil {
+		writeOpenAIError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
+		return
+	}
+	stream := false
+	if raw, ok := obj.Get("stream"); ok {
+		stream, _ = jsonbody.Bool(raw)
+	}
+	h.metrics.Bytes(metrics.APIREST, "in", len(data))
+	defer h.metrics.Begin(metrics.APIREST, stream)()
+	if stream {
+		h.serveStream(w, r, &coordinatorv1.GenerateStreamRequest{
+			RequestId: id,
+			Input: &coordinatorv1.GenerateStreamRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{
+				Endpoint: endpoint, Json: data,
+			}},
+		})
+		return
+	}
+	r.Body = &requestBody{endpoint: endpoint, requestID: id, data: data}
+	h.gateway.ServeHTTP(w, r)
+}
+
+// endpointName labels an endpoint in metrics, as steps.Format does.
+func endpointName(e coordinatorv1.Endpoint) string {
+	switch e {
+	case coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS:
+		return "chat"
+	case coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS:
+		return "completions"
+	default:
+		return "generate"
+	}
+}
+
+// outgoingHeader lets the step timings out as Server-Timing; no other call
+// metadata reaches REST clients.
+func outgoingHeader(key string) (string, bool) {
+	if key == "server-timing" {
+		return "Server-Timing", true
+	}
+	return "", false
 }
 
 // readBody reads the whole body, failing with *http.MaxBytesError past the cap.
@@ -183,4 +224,40 @@ func writeText(w http.ResponseWriter, code int, text string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(code)
 	_, _ = io.WriteString(w, text)
+}
+
+// recorder notes the status and the body bytes written through it.
+type recorder struct {
+	http.ResponseWriter
+	code    int
+	written int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.written += n
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection (flush, write
+// deadlines).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// status is the status the client got; 499 if nothing was written (the
+// client went away first).
+func (r *recorder) status() int {
+	if r.code == 0 {
+		return 499
+	}
+	return r.code
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/metrics"
 )
 
 // Module serves the REST front on server.listen_addr.
@@ -21,8 +22,8 @@ var Module = fx.Module("rest",
 	fx.Invoke(serveHTTP),
 )
 
-func newHandler(in *service.InProcess, cfg config.Config, ready *service.Readiness) (*Handler, error) {
-	return NewHandler(context.Background(), in.Client, cfg.Server.MaxRequestBodyBytes(), ready)
+func newHandler(in *service.InProcess, cfg config.Config, ready *service.Readiness, m *metrics.Metrics) (*Handler, error) {
+	return NewHandler(context.Background(), in.Client, cfg.Server.MaxRequestBodyBytes(), ready, m)
 }
 
 // NewServer is the HTTP server of the REST front: HTTP/1.1 and h2c, the

@@ -34,6 +34,11 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, req *coord
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
 	hdr := w.Header()
+	if md, err := stream.Header(); err == nil {
+		if v := md.Get("server-timing"); len(v) > 0 {
+			hdr.Set("Server-Timing", v[0])
+		}
+	}
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-cache")
 	hdr.Set("X-Accel-Buffering", "no")
