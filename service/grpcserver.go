@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/service/metrics"
 )
 
 // messageSlack is room for the gRPC envelope around the largest body.
@@ -62,22 +63,24 @@ func NewInterceptors(log *slog.Logger) (*Interceptors, error) {
 	}, nil
 }
 
-// NewGRPCServer builds the gRPC server: the interceptors on unary and
-// streaming calls, the CoordinatorService, grpc.health.v1 and server
-// reflection. Messages may be as large as the configured body cap.
-func NewGRPCServer(svc *Coordinator, chain *Interceptors, healthSrv *health.Server, maxBodyBytes int64) *grpc.Server {
+// NewGRPCServer builds the gRPC server: the gRPC server metrics, then the
+// interceptors, on unary and streaming calls; the CoordinatorService,
+// grpc.health.v1 and server reflection. Messages may be as large as the
+// configured body cap.
+func NewGRPCServer(svc *Coordinator, chain *Interceptors, healthSrv *health.Server, m *metrics.Metrics, maxBodyBytes int64) *grpc.Server {
 	limit := int(maxBodyBytes) + messageSlack
 	s := grpc.NewServer(
 		grpc.MaxRecvMsgSize(limit),
 		grpc.MaxSendMsgSize(limit),
 		grpc.InitialWindowSize(1<<20),
 		grpc.InitialConnWindowSize(4<<20),
-		grpc.UnaryInterceptor(chain.Unary),
-		grpc.StreamInterceptor(chain.Stream),
+		grpc.ChainUnaryInterceptor(m.GRPC.UnaryServerInterceptor(), chain.Unary),
+		grpc.ChainStreamInterceptor(m.GRPC.StreamServerInterceptor(), chain.Stream),
 	)
 	coordinatorv1.RegisterCoordinatorServiceServer(s, svc)
 	healthpb.RegisterHealthServer(s, healthSrv)
 	reflection.Register(s)
+	m.GRPC.InitializeMetrics(s)
 	return s
 }
 

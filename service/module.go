@@ -35,7 +35,7 @@ var Module = fx.Module("service",
 		NewAddresses,
 		metrics.New,
 	),
-	fx.Invoke(serveGRPC),
+	fx.Invoke(setUpTracing, serveGRPC),
 )
 
 func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*upstream.Client, error) {
@@ -53,20 +53,27 @@ func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*up
 	return c, nil
 }
 
-func newPipeline(plugins []steps.Plugin, cfg config.Config) (*steps.Pipeline, error) {
+// newPipeline builds the pipeline; its steps' resources (the async-broker's
+// Redis client) are closed at stop, after the servers drained.
+func newPipeline(plugins []steps.Plugin, cfg config.Config, lc fx.Lifecycle) (*steps.Pipeline, error) {
 	configs := make([]steps.StepConfig, len(cfg.Pipeline.Steps))
 	for i, s := range cfg.Pipeline.Steps {
 		configs[i] = steps.StepConfig{Type: s.Type, Params: s.Params}
 	}
-	return steps.NewPipeline(plugins, configs, steps.Defaults{
+	p, err := steps.NewPipeline(plugins, configs, steps.Defaults{
 		KVConnector:     cfg.Pipeline.KVConnector,
 		ECConnector:     cfg.Pipeline.ECConnector,
 		UseOpenAIFormat: cfg.Pipeline.UseOpenAIFormat,
 	})
+	if err != nil {
+		return nil, err
+	}
+	lc.Append(fx.StopHook(p.Close))
+	return p, nil
 }
 
-func newGRPCServer(svc *Coordinator, chain *Interceptors, h *health.Server, cfg config.Config) *grpc.Server {
-	return NewGRPCServer(svc, chain, h, cfg.Server.MaxRequestBodyBytes())
+func newGRPCServer(svc *Coordinator, chain *Interceptors, h *health.Server, m *metrics.Metrics, cfg config.Config) *grpc.Server {
+	return NewGRPCServer(svc, chain, h, m, cfg.Server.MaxRequestBodyBytes())
 }
 
 // InProcess is the REST front's client of CoordinatorService: calls run the

@@ -31,6 +31,32 @@ type Config struct {
 	Gateway Gateway `param:"gateway"`
 	// Pipeline is the ordered list of steps run for every request.
 	Pipeline Pipeline `param:"pipeline"`
+	// Tracing exports OpenTelemetry traces (coordinator extension).
+	Tracing Tracing `param:"tracing"`
+}
+
+// Tracing configures OpenTelemetry tracing: a span per request, per step
+// and per leg, exported with OTLP. Off by default, and free when off. The
+// standard OTEL_EXPORTER_OTLP_* environment variables apply as well.
+type Tracing struct {
+	// Enabled turns tracing on. Key tracing.enabled, default false.
+	Enabled bool `param:"enabled"`
+	// Protocol is the OTLP transport: "grpc" or "http". Key
+	// tracing.protocol, default grpc.
+	Protocol string `param:"protocol"`
+	// Endpoint is the collector's host:port (grpc) or URL (http); empty
+	// uses OTEL_EXPORTER_OTLP_ENDPOINT or the OTLP default. Key
+	// tracing.endpoint.
+	Endpoint string `param:"endpoint"`
+	// Insecure sends without TLS. Key tracing.insecure, default false.
+	Insecure bool `param:"insecure"`
+	// SampleRatio is the share of new traces sampled, 0 to 1; a request
+	// that arrives with a sampled traceparent is always traced. Key
+	// tracing.sample_ratio, default 1.
+	SampleRatio float64 `param:"sample_ratio"`
+	// ServiceName is the service.name resource attribute. Key
+	// tracing.service_name, default "coordinator".
+	ServiceName string `param:"service_name"`
 }
 
 // Server configures the inbound HTTP (REST, SSE) and gRPC listeners.
@@ -132,6 +158,7 @@ func Default() Config {
 			Timeout:             60 * time.Second,
 		},
 		Pipeline: Pipeline{UseOpenAIFormat: true},
+		Tracing:  Tracing{Protocol: "grpc", SampleRatio: 1, ServiceName: "coordinator"},
 	}
 }
 
@@ -154,7 +181,22 @@ func (c Config) Validate() error {
 	if err := c.Gateway.validate(); err != nil {
 		return err
 	}
+	if err := c.Tracing.validate(); err != nil {
+		return err
+	}
 	return c.Pipeline.Validate()
+}
+
+func (t Tracing) validate() error {
+	switch {
+	case t.Protocol != "grpc" && t.Protocol != "http":
+		return fmt.Errorf(`tracing.protocol: must be "grpc" or "http", got %q`, t.Protocol)
+	case t.SampleRatio < 0 || t.SampleRatio > 1:
+		return fmt.Errorf("tracing.sample_ratio: must be between 0 and 1, got %v", t.SampleRatio)
+	case t.ServiceName == "":
+		return errors.New("tracing.service_name: required")
+	}
+	return nil
 }
 
 func (s Server) validate() error {

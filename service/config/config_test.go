@@ -67,6 +67,7 @@ func reference() config.Config {
 				{Type: "decode", Params: map[string]any{}},
 			},
 		},
+		Tracing: config.Default().Tracing,
 	}
 }
 
@@ -136,7 +137,8 @@ func TestParseDefaults(t *testing.T) {
 			Timeout:             60 * time.Second,
 		},
 		Pipeline: config.Pipeline{UseOpenAIFormat: true},
-	}, config.Default(), "the defaults of compat §2.2")
+		Tracing:  config.Tracing{Protocol: "grpc", SampleRatio: 1, ServiceName: "coordinator"},
+	}, config.Default(), "the defaults of compat §2.2, and tracing off")
 }
 
 func TestParseEmpty(t *testing.T) {
@@ -361,8 +363,10 @@ func TestParseErrors(t *testing.T) {
 		},
 
 		// Decoding.
-		{name: "unknown root key", yaml: minimal + "bogus: 1", err: `unknown key "bogus" (known: gateway, log_level, pipeline, server)`},
-		{name: "pipeline key at the root", yaml: minimal + "use_openai_format: false", err: `unknown key "use_openai_format" (known: gateway, log_level, pipeline, server)`},
+		{name: "tracing protocol", yaml: minimal + "tracing: {enabled: true, protocol: zipkin}", err: `tracing.protocol: must be "grpc" or "http", got "zipkin"`},
+		{name: "tracing sample ratio", yaml: minimal + "tracing: {sample_ratio: 1.5}", err: "tracing.sample_ratio: must be between 0 and 1, got 1.5"},
+		{name: "unknown root key", yaml: minimal + "bogus: 1", err: `unknown key "bogus" (known: gateway, log_level, pipeline, server, tracing)`},
+		{name: "pipeline key at the root", yaml: minimal + "use_openai_format: false", err: `unknown key "use_openai_format" (known: gateway, log_level, pipeline, server, tracing)`},
 		{name: "unknown server key", yaml: minimal + "server: {listen: ':1'}", err: `server: unknown key "listen" (known: grpc_listen_addr, listen_addr, max_request_body_size, read_timeout, shutdown_timeout, write_timeout)`},
 		{name: "unknown step key", yaml: minimal + "pipeline:\n  steps:\n    - type: render\n      parms: {}", err: `pipeline.steps[0]: unknown key "parms" (known: params, type)`},
 		{name: "fractional int", yaml: minimal + "server: {max_request_body_size: 64.5}", err: "server.max_request_body_size: expected integer, got 64.5"},
