@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/sim"
+)
+
+// scrape returns the value of one sample line of /metrics ("name{labels}"
+// as Prometheus prints it, labels sorted), or 0 when absent.
+func (s *stack) scrape(t *testing.T, sample string) string {
+	t.Helper()
+	resp, err := s.client.Get(s.restURL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, line := range strings.Split(readAll(t, resp.Body), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			return v
+		}
+	}
+	return "0"
+}
+
+func TestMetricsMoveWithRequests(t *testing.T) {
+	t.Parallel()
+	_, gw, render := startSim(t, sim.Options{Strict: true})
+	st := startStack(t, gw, render, fullPipeline)
+	body := `{"model":"sim-model","max_tokens":3,"messages":[{"role":"user","content":"metrics please"}]}`
+
+	// A success: a miss, then prefill and decode.
+	resp := st.post(t, "/v1/chat/completions", body, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp.Body))
+	assert.Equal(t, "1", st.scrape(t, `coordinator_requests_total{api="rest",endpoint="chat",status="200"}`))
+	assert.Equal(t, "1", st.scrape(t, `coordinator_conditional_decode_total{result="miss"}`))
+	assert.Equal(t, "1", st.scrape(t, `coordinator_leg_duration_seconds_count{phase="prefill",status="200"}`))
+	assert.Equal(t, "1", st.scrape(t, `coordinator_step_duration_seconds_count{outcome="ok",step="decode"}`))
+	assert.Equal(t, "1", st.scrape(t, `coordinator_time_to_first_token_seconds_count{api="rest",endpoint="chat"}`))
+	assert.NotEqual(t, "0", st.scrape(t, `coordinator_body_bytes_total{api="rest",direction="in"}`))
+
+	// The same prompt again: a conditional-decode hit skips the rest.
+	resp = st.post(t, "/v1/chat/completions", body, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp.Body))
+	assert.Equal(t, "1", st.scrape(t, `coordinator_conditional_decode_total{result="hit"}`))
+	assert.Equal(t, "1", st.scrape(t, `coordinator_step_duration_seconds_count{outcome="skipped",step="prefill"}`))
+
+	// A leg failure: prefill answers 500, the client gets 502.
+	resp = st.post(t, "/v1/chat/completions", chatBody, http.Header{"X-Sim-Fault": {"prefill=status:500"}})
+	require.Equal(t, http.StatusBadGateway, resp.StatusCode, readAll(t, resp.Body))
+	assert.Equal(t, "1", st.scrape(t, `coordinator_requests_total{api="rest",endpoint="chat",status="502"}`))
+	assert.Equal(t, "1", st.scrape(t, `coordinator_leg_duration_seconds_count{phase="prefill",status="500"}`))
+	assert.Equal(t, "1", st.scrape(t, `coordinator_step_duration_seconds_count{outcome="error",step="prefill"}`))
+
+	// A client that goes away mid-stream.
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, st.restURL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"sim-model","stream":true,"messages":[{"role":"user","content":"cancel me"}]}`))
+	req.Header.Set("X-Sim-Fault", "decode=hang")
+	go func() { time.Sleep(200 * time.Millisecond); cancel() }()
+	_, err := st.client.Do(req)
+	require.Error(t, err)
+	require.Eventually(t, func() bool {
+		return st.scrape(t, `coordinator_step_duration_seconds_count{outcome="error",step="decode"}`) == "1" &&
+			st.scrape(t, `coordinator_in_flight{api="rest",kind="stream"}`) == "0"
+	}, 5*time.Second, 20*time.Millisecond, "the cancelled decode is counted and nothing stays in flight")
+	assert.Equal(t, "1", st.scrape(t, `coordinator_requests_total{api="rest",endpoint="chat",status="499"}`))
+}
+
+func TestServerTiming(t *testing.T) {
+	t.Parallel()
+	_, gw, render := startSim(t, sim.Options{Strict: true})
+	st := startStack(t, gw, render, fullPipeline)
+	resp := st.post(t, "/v1/chat/completions", `{"model":"sim-model","max_tokens":2,"messages":[{"role":"user","content":"timing"}]}`, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	timing := resp.Header.Get("Server-Timing")
+	for _, step := range []string{"render;dur=", "conditional-decode;dur=", "prefill;dur=", ", decode;dur="} {
+		assert.Contains(t, timing, step)
+	}
+
+	resp = st.post(t, "/v1/chat/completions", `{"model":"sim-model","stream":true,"max_tokens":2,"messages":[{"role":"user","content":"timing stream"}]}`, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	timing = resp.Header.Get("Server-Timing")
+	assert.Contains(t, timing, "prefill;dur=", "steps done before the first byte")
+	assert.NotContains(t, ", "+timing, ", decode;dur=", "decode was still streaming")
+}
+
+// TestTracing runs alone (not in parallel): it installs the process's
+// tracer provider for its duration.
+func TestTracing(t *testing.T) {
+	exporter := tracetest.NewInMemoryExporter()
+	tp := service.NewTracerProvider(exporter, config.Default().Tracing)
+	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prevTP)
+		otel.SetTextMapPropagator(prevProp)
+		require.NoError(t, tp.Shutdown(context.Background()))
+	})
+
+	s, gw, render := startSim(t, sim.Options{Strict: true})
+	st := startStack(t, gw, render, fullPipeline)
+	inbound := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	resp := st.post(t, "/v1/chat/completions", `{"model":"sim-model","max_tokens":2,"messages":[{"role":"user","content":"trace me"}]}`,
+		http.Header{"Traceparent": {inbound}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp.Body))
+	require.NoError(t, tp.ForceFlush(context.Background()))
+
+	spans := exporter.GetSpans()
+	byName := map[string]tracetest.SpanStub{}
+	for _, sp := range spans {
+		byName[sp.Name] = sp
+	}
+	root, ok := byName["coordinator.v1.CoordinatorService/Generate"]
+	require.True(t, ok, "a request span: %v", names(spans))
+	assert.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", root.SpanContext.TraceID().String(), "the inbound trace is continued")
+	assert.Equal(t, "00f067aa0ba902b7", root.Parent.SpanID().String())
+	for _, step := range []string{"render", "conditional-decode", "encode", "prefill", "decode"} {
+		sp, ok := byName[step]
+		require.True(t, ok, "a span for step %s: %v", step, names(spans))
+		assert.Equal(t, root.SpanContext.SpanID(), sp.Parent.SpanID(), "step %s hangs off the request", step)
+	}
+	prefillLeg := byName["leg prefill"]
+	assert.Equal(t, byName["prefill"].SpanContext.SpanID(), prefillLeg.Parent.SpanID(), "the leg hangs off its step")
+	assert.Equal(t, trace.SpanKindClient, prefillLeg.SpanKind)
+
+	// The prefill worker got the leg span's own traceparent.
+	for _, leg := range s.Legs() {
+		if leg.Profile == "prefill" {
+			assert.Equal(t, "00-4bf92f3577b34da6a3ce929d0e0e4736-"+prefillLeg.SpanContext.SpanID().String()+"-01", leg.Header.Get("Traceparent"))
+		}
+	}
+}
+
+func names(spans tracetest.SpanStubs) []string {
+	out := make([]string, len(spans))
+	for i, s := range spans {
+		out[i] = s.Name
+	}
+	return out
+}
+
+var _ sdktrace.SpanExporter = (*tracetest.InMemoryExporter)(nil)
