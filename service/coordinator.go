@@ -45,7 +45,7 @@ func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateR
 	_ = grpc.SetHeader(ctx, metadata.Pairs(headerRequestID, id))
 	in := req.GetOpenai()
 	if in == nil {
-		return nil, status.Error(codes.Unimplemented, "tokens input is not served yet; send an OpenAI body")
+		return c.generateTokens(ctx, id, req.GetTokens())
 	}
 	rc, err := newRequestContext(ctx, id, in)
 	if err != nil {
@@ -79,7 +79,7 @@ func (c *Coordinator) GenerateStream(req *coordinatorv1.GenerateStreamRequest, s
 	_ = stream.SetHeader(metadata.Pairs(headerRequestID, id))
 	in := req.GetOpenai()
 	if in == nil {
-		return status.Error(codes.Unimplemented, "tokens input is not served yet; send an OpenAI body")
+		return c.generateTokensStream(id, req.GetTokens(), stream)
 	}
 	rc, err := newRequestContext(ctx, id, in)
 	if err != nil {

@@ -94,8 +94,6 @@ func TestGRPCErrors(t *testing.T) {
 			code: codes.InvalidArgument, field: "openai.endpoint"},
 		{name: "empty tokens", req: &coordinatorv1.GenerateRequest{Input: &coordinatorv1.GenerateRequest_Tokens{Tokens: &coordinatorv1.TokensRequest{Model: "m"}}},
 			code: codes.InvalidArgument, field: "tokens.token_ids"},
-		{name: "tokens input not served yet", req: &coordinatorv1.GenerateRequest{Input: &coordinatorv1.GenerateRequest_Tokens{Tokens: &coordinatorv1.TokensRequest{Model: "m", TokenIds: []uint32{1}}}},
-			code: codes.Unimplemented},
 		{name: "invalid JSON", req: chatRequest("", `{"model":`), code: codes.InvalidArgument, msg: "invalid JSON body"},
 		{name: "stream body on unary", req: chatRequest("", `{"model":"sim-model","stream":true}`), code: codes.InvalidArgument, msg: "GenerateStream"},
 		{name: "worker 404 carries the worker's answer", req: chatRequest("", `{"model":"nope","messages":[]}`), code: codes.NotFound},

@@ -596,7 +596,8 @@ type GenerateStreamRequest_Openai struct {
 }
 
 type GenerateStreamRequest_Tokens struct {
-	// A tokens-in request from a gRPC-native client.
+	// A tokens-in request from a gRPC-native client. The answer streams
+	// TokensChunk messages; prompt logprobs are returned by Generate only.
 	Tokens *TokensRequest `protobuf:"bytes,3,opt,name=tokens,proto3,oneof"`
 }
 
@@ -860,12 +861,15 @@ func (x *OpenAIEvents) GetData() [][]byte {
 }
 
 // TokensRequest is a tokens-in request: the prompt is token IDs, so nothing
-// is rendered or re-tokenized on the way to the workers.
+// is rendered or re-tokenized on the way to the workers. It becomes the body
+// of vLLM's POST /inference/v1/generate (token_ids, sampling_params,
+// features, cache_salt) and runs through the configured pipeline like a
+// REST request to that path, prefill/decode disaggregation included.
 type TokensRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The served model name.
 	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	// The prompt's token IDs.
+	// The prompt's token IDs (unsigned 32-bit; the whole range is passed on).
 	TokenIds []uint32 `protobuf:"varint,2,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
 	// Sampling parameters; unset ones take the worker's defaults.
 	Sampling *SamplingParams `protobuf:"bytes,3,opt,name=sampling,proto3" json:"sampling,omitempty"`
@@ -942,7 +946,8 @@ func (x *TokensRequest) GetCacheSalt() string {
 	return ""
 }
 
-// SamplingParams are vLLM sampling parameters.
+// SamplingParams are vLLM sampling parameters. Only the fields that are set
+// reach the worker; the others take the worker's defaults.
 type SamplingParams struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Most tokens to generate per choice.
@@ -966,7 +971,9 @@ type SamplingParams struct {
 	// Number of top alternatives to return with each generated token's logprob.
 	// Set (even to 0) to get the sampled token's logprob.
 	Logprobs *uint32 `protobuf:"varint,10,opt,name=logprobs,proto3,oneof" json:"logprobs,omitempty"`
-	// Number of top alternatives to return for each prompt token.
+	// Number of top alternatives to return for each prompt token. Set (even
+	// to 0) to get each prompt token's logprob in TokensResponse.prompt_logprobs
+	// (Generate only).
 	PromptLogprobs *uint32 `protobuf:"varint,11,opt,name=prompt_logprobs,json=promptLogprobs,proto3,oneof" json:"prompt_logprobs,omitempty"`
 	// Number of choices to sample for the prompt (group sampling). 0 means 1.
 	N uint32 `protobuf:"varint,12,opt,name=n,proto3" json:"n,omitempty"`
@@ -1115,7 +1122,9 @@ func (x *SamplingParams) GetRepetitionPenalty() float32 {
 	return 0
 }
 
-// MultimodalFeatures describe the images already placed in the prompt.
+// MultimodalFeatures describe the images already placed in the prompt, as
+// vLLM's features.{mm_hashes,mm_placeholders,kwargs_data}.image. The lists
+// are parallel: entry i of each is image i.
 type MultimodalFeatures struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One content hash per image, in prompt order.
@@ -1123,7 +1132,8 @@ type MultimodalFeatures struct {
 	// Where each image's placeholder tokens sit in the prompt.
 	MmPlaceholders []*Placeholder `protobuf:"bytes,2,rep,name=mm_placeholders,json=mmPlaceholders,proto3" json:"mm_placeholders,omitempty"`
 	// The preprocessed tensors per image; an unset item lets the worker resolve
-	// the image from its encoder cache.
+	// the image from its encoder cache. Empty: every image comes from the
+	// encoder cache.
 	KwargsData    []*KwargsItem `protobuf:"bytes,3,rep,name=kwargs_data,json=kwargsData,proto3" json:"kwargs_data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1288,9 +1298,12 @@ type TokensResponse struct {
 	// One entry per sampled choice, by index.
 	Choices []*TokensChoice `protobuf:"bytes,1,rep,name=choices,proto3" json:"choices,omitempty"`
 	// Token counts.
-	Usage         *Usage `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Usage *Usage `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
+	// One entry per prompt token when sampling.prompt_logprobs was set, in
+	// prompt order; empty otherwise.
+	PromptLogprobs []*PromptLogprob `protobuf:"bytes,3,rep,name=prompt_logprobs,json=promptLogprobs,proto3" json:"prompt_logprobs,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TokensResponse) Reset() {
@@ -1333,6 +1346,13 @@ func (x *TokensResponse) GetChoices() []*TokensChoice {
 func (x *TokensResponse) GetUsage() *Usage {
 	if x != nil {
 		return x.Usage
+	}
+	return nil
+}
+
+func (x *TokensResponse) GetPromptLogprobs() []*PromptLogprob {
+	if x != nil {
+		return x.PromptLogprobs
 	}
 	return nil
 }
@@ -1472,7 +1492,9 @@ type TokenLogprob struct {
 	TokenId uint32 `protobuf:"varint,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
 	// Its log probability.
 	Logprob float32 `protobuf:"fixed32,2,opt,name=logprob,proto3" json:"logprob,omitempty"`
-	// The most likely alternatives at this position, most likely first.
+	// The worker's top candidates at this position, in its order (vLLM lists
+	// the sampled token first, then the most likely alternatives): as many as
+	// sampling.logprobs asked for (vLLM sends at least one).
 	TopLogprobs   []*TopLogprob `protobuf:"bytes,3,rep,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1584,6 +1606,73 @@ func (x *TopLogprob) GetLogprob() float32 {
 	return 0
 }
 
+// PromptLogprob is the log probability of one prompt token given the tokens
+// before it.
+type PromptLogprob struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The prompt token.
+	TokenId uint32 `protobuf:"varint,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	// Its log probability; unset for the first prompt token, which has no
+	// context.
+	Logprob *float32 `protobuf:"fixed32,2,opt,name=logprob,proto3,oneof" json:"logprob,omitempty"`
+	// The candidates the worker scored at this position, in its order: the
+	// prompt token and the most likely alternatives.
+	TopLogprobs   []*TopLogprob `protobuf:"bytes,3,rep,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromptLogprob) Reset() {
+	*x = PromptLogprob{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromptLogprob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromptLogprob) ProtoMessage() {}
+
+func (x *PromptLogprob) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromptLogprob.ProtoReflect.Descriptor instead.
+func (*PromptLogprob) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *PromptLogprob) GetTokenId() uint32 {
+	if x != nil {
+		return x.TokenId
+	}
+	return 0
+}
+
+func (x *PromptLogprob) GetLogprob() float32 {
+	if x != nil && x.Logprob != nil {
+		return *x.Logprob
+	}
+	return 0
+}
+
+func (x *PromptLogprob) GetTopLogprobs() []*TopLogprob {
+	if x != nil {
+		return x.TopLogprobs
+	}
+	return nil
+}
+
 // Usage counts the tokens of a request.
 type Usage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1599,7 +1688,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[21]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1700,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[21]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1713,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Usage) GetPromptTokens() uint32 {
@@ -1669,7 +1758,7 @@ type UpstreamError struct {
 
 func (x *UpstreamError) Reset() {
 	*x = UpstreamError{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[22]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1770,7 @@ func (x *UpstreamError) String() string {
 func (*UpstreamError) ProtoMessage() {}
 
 func (x *UpstreamError) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[22]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1783,7 @@ func (x *UpstreamError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamError.ProtoReflect.Descriptor instead.
 func (*UpstreamError) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{22}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UpstreamError) GetLeg() string {
@@ -1755,12 +1844,13 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x128\n" +
 	"\x06openai\x18\x02 \x01(\v2\x1e.coordinator.v1.OpenAIResponseH\x00R\x06openai\x128\n" +
 	"\x06tokens\x18\x03 \x01(\v2\x1e.coordinator.v1.TokensResponseH\x00R\x06tokensB\b\n" +
-	"\x06output\"\xd3\x01\n" +
+	"\x06output\"\xd8\x02\n" +
 	"\x15GenerateStreamRequest\x128\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB\x19\xbaH\x16r\x14\x18\x80\x012\x0f^[A-Za-z0-9-]*$R\trequestId\x127\n" +
-	"\x06openai\x18\x02 \x01(\v2\x1d.coordinator.v1.OpenAIRequestH\x00R\x06openai\x127\n" +
-	"\x06tokens\x18\x03 \x01(\v2\x1d.coordinator.v1.TokensRequestH\x00R\x06tokensB\x0e\n" +
+	"\x06openai\x18\x02 \x01(\v2\x1d.coordinator.v1.OpenAIRequestH\x00R\x06openai\x12\xbb\x01\n" +
+	"\x06tokens\x18\x03 \x01(\v2\x1d.coordinator.v1.TokensRequestB\x81\x01\xbaH~\xba\x01{\n" +
+	"\x1dtokens.stream_prompt_logprobs\x125sampling.prompt_logprobs is returned by Generate only\x1a#!has(this.sampling.prompt_logprobs)H\x00R\x06tokensB\x0e\n" +
 	"\x05input\x12\x05\xbaH\x02\b\x01\"\x90\x01\n" +
 	"\x16GenerateStreamResponse\x126\n" +
 	"\x06openai\x18\x01 \x01(\v2\x1c.coordinator.v1.OpenAIEventsH\x00R\x06openai\x125\n" +
@@ -1775,14 +1865,15 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\fcontent_type\x18\x02 \x01(\tR\vcontentType\x12\x12\n" +
 	"\x04json\x18\x03 \x01(\fR\x04json\"\"\n" +
 	"\fOpenAIEvents\x12\x12\n" +
-	"\x04data\x18\x01 \x03(\fR\x04data\"\xfa\x01\n" +
+	"\x04data\x18\x01 \x03(\fR\x04data\"\xb6\x04\n" +
 	"\rTokensRequest\x12\x1d\n" +
 	"\x05model\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x05model\x12%\n" +
 	"\ttoken_ids\x18\x02 \x03(\rB\b\xbaH\x05\x92\x01\x02\b\x01R\btokenIds\x12:\n" +
 	"\bsampling\x18\x03 \x01(\v2\x1e.coordinator.v1.SamplingParamsR\bsampling\x12>\n" +
 	"\bfeatures\x18\x04 \x01(\v2\".coordinator.v1.MultimodalFeaturesR\bfeatures\x12'\n" +
 	"\n" +
-	"cache_salt\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tcacheSalt\"\xf3\x06\n" +
+	"cache_salt\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\tcacheSalt:\xb9\x02\xbaH\xb5\x02\x1a\xb2\x02\n" +
+	"\x1dtokens.placeholders_in_prompt\x12tfeatures.mm_placeholders must each lie within token_ids (offset < len(token_ids), offset + length <= len(token_ids))\x1a\x9a\x01!has(this.features) || this.features.mm_placeholders.all(p, int(p.offset) < size(this.token_ids) && int(p.length) <= size(this.token_ids) - int(p.offset))\"\x9e\b\n" +
 	"\x0eSamplingParams\x12+\n" +
 	"\n" +
 	"max_tokens\x18\x01 \x01(\rB\a\xbaH\x04*\x02(\x01H\x00R\tmaxTokens\x88\x01\x01\x12\"\n" +
@@ -1815,7 +1906,8 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"R\x10frequencyPenalty\x88\x01\x01\x12C\n" +
 	"\x12repetition_penalty\x18\x0f \x01(\x02B\x0f\xbaH\f\n" +
 	"\n" +
-	"\x1d\x00\x00 A%\x00\x00\x00\x00H\vR\x11repetitionPenalty\x88\x01\x01B\r\n" +
+	"\x1d\x00\x00 A%\x00\x00\x00\x00H\vR\x11repetitionPenalty\x88\x01\x01:\xa8\x01\xbaH\xa4\x01\x1a\xa1\x01\n" +
+	"\"sampling.min_tokens_lte_max_tokens\x12%min_tokens must not exceed max_tokens\x1aT!has(this.max_tokens) || !has(this.min_tokens) || this.min_tokens <= this.max_tokensB\r\n" +
 	"\v_max_tokensB\r\n" +
 	"\v_min_tokensB\x0e\n" +
 	"\f_temperatureB\b\n" +
@@ -1827,22 +1919,24 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x10_prompt_logprobsB\x13\n" +
 	"\x11_presence_penaltyB\x14\n" +
 	"\x12_frequency_penaltyB\x15\n" +
-	"\x13_repetition_penalty\"\xb4\x01\n" +
-	"\x12MultimodalFeatures\x12\x1b\n" +
-	"\tmm_hashes\x18\x01 \x03(\tR\bmmHashes\x12D\n" +
+	"\x13_repetition_penalty\"\xd7\x03\n" +
+	"\x12MultimodalFeatures\x12)\n" +
+	"\tmm_hashes\x18\x01 \x03(\tB\f\xbaH\t\x92\x01\x06\"\x04r\x02\x10\x01R\bmmHashes\x12D\n" +
 	"\x0fmm_placeholders\x18\x02 \x03(\v2\x1b.coordinator.v1.PlaceholderR\x0emmPlaceholders\x12;\n" +
 	"\vkwargs_data\x18\x03 \x03(\v2\x1a.coordinator.v1.KwargsItemR\n" +
-	"kwargsData\"F\n" +
+	"kwargsData:\x92\x02\xbaH\x8e\x02\x1a\x8b\x02\n" +
+	"\x17features.parallel_lists\x12hmm_placeholders must have one entry per mm_hashes entry, and kwargs_data none or one per mm_hashes entry\x1a\x85\x01size(this.mm_placeholders) == size(this.mm_hashes) && (size(this.kwargs_data) == 0 || size(this.kwargs_data) == size(this.mm_hashes))\"F\n" +
 	"\vPlaceholder\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\rR\x06offset\x12\x1f\n" +
 	"\x06length\x18\x02 \x01(\rB\a\xbaH\x04*\x02(\x01R\x06length\".\n" +
 	"\n" +
 	"KwargsItem\x12\x17\n" +
 	"\x04data\x18\x01 \x01(\tH\x00R\x04data\x88\x01\x01B\a\n" +
-	"\x05_data\"u\n" +
+	"\x05_data\"\xbd\x01\n" +
 	"\x0eTokensResponse\x126\n" +
 	"\achoices\x18\x01 \x03(\v2\x1c.coordinator.v1.TokensChoiceR\achoices\x12+\n" +
-	"\x05usage\x18\x02 \x01(\v2\x15.coordinator.v1.UsageR\x05usage\"r\n" +
+	"\x05usage\x18\x02 \x01(\v2\x15.coordinator.v1.UsageR\x05usage\x12F\n" +
+	"\x0fprompt_logprobs\x18\x03 \x03(\v2\x1d.coordinator.v1.PromptLogprobR\x0epromptLogprobs\"r\n" +
 	"\vTokensChunk\x126\n" +
 	"\achoices\x18\x01 \x03(\v2\x1c.coordinator.v1.TokensChoiceR\achoices\x12+\n" +
 	"\x05usage\x18\x02 \x01(\v2\x15.coordinator.v1.UsageR\x05usage\"\xbe\x01\n" +
@@ -1858,7 +1952,13 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
 	"TopLogprob\x12\x19\n" +
 	"\btoken_id\x18\x01 \x01(\rR\atokenId\x12\x18\n" +
-	"\alogprob\x18\x02 \x01(\x02R\alogprob\"|\n" +
+	"\alogprob\x18\x02 \x01(\x02R\alogprob\"\x94\x01\n" +
+	"\rPromptLogprob\x12\x19\n" +
+	"\btoken_id\x18\x01 \x01(\rR\atokenId\x12\x1d\n" +
+	"\alogprob\x18\x02 \x01(\x02H\x00R\alogprob\x88\x01\x01\x12=\n" +
+	"\ftop_logprobs\x18\x03 \x03(\v2\x1a.coordinator.v1.TopLogprobR\vtopLogprobsB\n" +
+	"\n" +
+	"\b_logprob\"|\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\rR\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens\x12!\n" +
@@ -1900,7 +2000,7 @@ func file_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_coordinator_v1_coordinator_proto_goTypes = []any{
 	(Endpoint)(0),                  // 0: coordinator.v1.Endpoint
 	(FinishReason)(0),              // 1: coordinator.v1.FinishReason
@@ -1925,8 +2025,9 @@ var file_coordinator_v1_coordinator_proto_goTypes = []any{
 	(*TokensChoice)(nil),           // 20: coordinator.v1.TokensChoice
 	(*TokenLogprob)(nil),           // 21: coordinator.v1.TokenLogprob
 	(*TopLogprob)(nil),             // 22: coordinator.v1.TopLogprob
-	(*Usage)(nil),                  // 23: coordinator.v1.Usage
-	(*UpstreamError)(nil),          // 24: coordinator.v1.UpstreamError
+	(*PromptLogprob)(nil),          // 23: coordinator.v1.PromptLogprob
+	(*Usage)(nil),                  // 24: coordinator.v1.Usage
+	(*UpstreamError)(nil),          // 25: coordinator.v1.UpstreamError
 }
 var file_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	11, // 0: coordinator.v1.GetRequestResponse.answer:type_name -> coordinator.v1.OpenAIResponse
@@ -1944,25 +2045,27 @@ var file_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	16, // 12: coordinator.v1.MultimodalFeatures.mm_placeholders:type_name -> coordinator.v1.Placeholder
 	17, // 13: coordinator.v1.MultimodalFeatures.kwargs_data:type_name -> coordinator.v1.KwargsItem
 	20, // 14: coordinator.v1.TokensResponse.choices:type_name -> coordinator.v1.TokensChoice
-	23, // 15: coordinator.v1.TokensResponse.usage:type_name -> coordinator.v1.Usage
-	20, // 16: coordinator.v1.TokensChunk.choices:type_name -> coordinator.v1.TokensChoice
-	23, // 17: coordinator.v1.TokensChunk.usage:type_name -> coordinator.v1.Usage
-	21, // 18: coordinator.v1.TokensChoice.logprobs:type_name -> coordinator.v1.TokenLogprob
-	1,  // 19: coordinator.v1.TokensChoice.finish_reason:type_name -> coordinator.v1.FinishReason
-	22, // 20: coordinator.v1.TokenLogprob.top_logprobs:type_name -> coordinator.v1.TopLogprob
-	6,  // 21: coordinator.v1.CoordinatorService.Generate:input_type -> coordinator.v1.GenerateRequest
-	8,  // 22: coordinator.v1.CoordinatorService.GenerateStream:input_type -> coordinator.v1.GenerateStreamRequest
-	2,  // 23: coordinator.v1.CoordinatorService.GetRequest:input_type -> coordinator.v1.GetRequestRequest
-	4,  // 24: coordinator.v1.CoordinatorService.DeleteRequest:input_type -> coordinator.v1.DeleteRequestRequest
-	7,  // 25: coordinator.v1.CoordinatorService.Generate:output_type -> coordinator.v1.GenerateResponse
-	9,  // 26: coordinator.v1.CoordinatorService.GenerateStream:output_type -> coordinator.v1.GenerateStreamResponse
-	3,  // 27: coordinator.v1.CoordinatorService.GetRequest:output_type -> coordinator.v1.GetRequestResponse
-	5,  // 28: coordinator.v1.CoordinatorService.DeleteRequest:output_type -> coordinator.v1.DeleteRequestResponse
-	25, // [25:29] is the sub-list for method output_type
-	21, // [21:25] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	24, // 15: coordinator.v1.TokensResponse.usage:type_name -> coordinator.v1.Usage
+	23, // 16: coordinator.v1.TokensResponse.prompt_logprobs:type_name -> coordinator.v1.PromptLogprob
+	20, // 17: coordinator.v1.TokensChunk.choices:type_name -> coordinator.v1.TokensChoice
+	24, // 18: coordinator.v1.TokensChunk.usage:type_name -> coordinator.v1.Usage
+	21, // 19: coordinator.v1.TokensChoice.logprobs:type_name -> coordinator.v1.TokenLogprob
+	1,  // 20: coordinator.v1.TokensChoice.finish_reason:type_name -> coordinator.v1.FinishReason
+	22, // 21: coordinator.v1.TokenLogprob.top_logprobs:type_name -> coordinator.v1.TopLogprob
+	22, // 22: coordinator.v1.PromptLogprob.top_logprobs:type_name -> coordinator.v1.TopLogprob
+	6,  // 23: coordinator.v1.CoordinatorService.Generate:input_type -> coordinator.v1.GenerateRequest
+	8,  // 24: coordinator.v1.CoordinatorService.GenerateStream:input_type -> coordinator.v1.GenerateStreamRequest
+	2,  // 25: coordinator.v1.CoordinatorService.GetRequest:input_type -> coordinator.v1.GetRequestRequest
+	4,  // 26: coordinator.v1.CoordinatorService.DeleteRequest:input_type -> coordinator.v1.DeleteRequestRequest
+	7,  // 27: coordinator.v1.CoordinatorService.Generate:output_type -> coordinator.v1.GenerateResponse
+	9,  // 28: coordinator.v1.CoordinatorService.GenerateStream:output_type -> coordinator.v1.GenerateStreamResponse
+	3,  // 29: coordinator.v1.CoordinatorService.GetRequest:output_type -> coordinator.v1.GetRequestResponse
+	5,  // 30: coordinator.v1.CoordinatorService.DeleteRequest:output_type -> coordinator.v1.DeleteRequestResponse
+	27, // [27:31] is the sub-list for method output_type
+	23, // [23:27] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_coordinator_v1_coordinator_proto_init() }
@@ -1988,13 +2091,14 @@ func file_coordinator_v1_coordinator_proto_init() {
 	}
 	file_coordinator_v1_coordinator_proto_msgTypes[12].OneofWrappers = []any{}
 	file_coordinator_v1_coordinator_proto_msgTypes[15].OneofWrappers = []any{}
+	file_coordinator_v1_coordinator_proto_msgTypes[21].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordinator_v1_coordinator_proto_rawDesc), len(file_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,257 @@
+package service
+
+import (
+	"context"
+	"strconv"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/jsonbody"
+)
+
+// generateTokens serves a tokens input of Generate: the request becomes a
+// vLLM /inference/v1/generate body and runs through the pipeline like a REST
+// request to that path; the decode worker's answer becomes a TokensResponse.
+func (c *Coordinator) generateTokens(ctx context.Context, id string, in *coordinatorv1.TokensRequest) (*coordinatorv1.GenerateResponse, error) {
+	rc := newTokensContext(ctx, id, in, false)
+	sink := newTokensUnarySink(in)
+	rc.Sink = sink
+	if err := c.run(ctx, rc, "Generate"); err != nil {
+		return nil, err
+	}
+	if sink.resp == nil {
+		return nil, status.Errorf(codes.Internal, "the pipeline gave no answer (request_id: %s)", id)
+	}
+	return &coordinatorv1.GenerateResponse{
+		RequestId: id,
+		Output:    &coordinatorv1.GenerateResponse_Tokens{Tokens: sink.resp},
+	}, nil
+}
+
+// generateTokensStream serves a tokens input of GenerateStream: as
+// generateTokens, with the worker's stream sent on as TokensChunk messages.
+func (c *Coordinator) generateTokensStream(id string, in *coordinatorv1.TokensRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
+	ctx := stream.Context()
+	rc := newTokensContext(ctx, id, in, true)
+	rc.Sink = newTokensStreamSink(stream)
+	return c.run(ctx, rc, "GenerateStream")
+}
+
+// newTokensContext builds the request context of a tokens input: format
+// generate, the body appendTokensBody writes, and the prompt's token IDs and
+// images already typed (render's generate branch, when configured, checks
+// the body and takes the same values from it).
+func newTokensContext(ctx context.Context, id string, in *coordinatorv1.TokensRequest, stream bool) *steps.RequestContext {
+	return &steps.RequestContext{
+		RequestID:  id,
+		Format:     steps.FormatGenerate,
+		Header:     forwardedHeaders(ctx),
+		Body:       appendTokensBody(nil, id, in, stream),
+		Model:      in.GetModel(),
+		Stream:     stream,
+		TokenIDs:   in.GetTokenIds(),
+		Multimodal: multimodalEntries(in.GetFeatures()),
+	}
+}
+
+// appendTokensBody appends the vLLM GenerateRequest body of a tokens input:
+//
+//	{"request_id":..,"model":..,"token_ids":[..],
+//	 "features":{"mm_hashes":{"image":[..]},"mm_placeholders":{"image":[{"offset":..,"length":..}]},
+//	             "kwargs_data":{"image":[".."|null]}},
+//	 "sampling_params":{..only the fields set..},
+//	 "cache_salt":..,"stream":..,"stream_options":{"include_usage":true}}
+//
+// features only with images (kwargs_data only when given), cache_salt only
+// when set, stream_options only when streaming (so the last event carries
+// the usage).
+func appendTokensBody(b []byte, id string, in *coordinatorv1.TokensRequest, stream bool) []byte {
+	ids := in.GetTokenIds()
+	if b == nil {
+		b = make([]byte, 0, 256+len(id)+len(in.GetModel())+11*len(ids)+len(in.GetCacheSalt())+featuresSize(in.GetFeatures()))
+	}
+	b = append(b, `{"request_id":`...)
+	b = jsonbody.AppendString(b, id)
+	b = append(b, `,"model":`...)
+	b = jsonbody.AppendString(b, in.GetModel())
+	b = append(b, `,"token_ids":`...)
+	b = jsonbody.AppendUint32s(b, ids)
+	if f := in.GetFeatures(); len(f.GetMmHashes()) > 0 {
+		b = append(b, `,"features":`...)
+		b = appendFeatures(b, f)
+	}
+	b = append(b, `,"sampling_params":`...)
+	b = appendSamplingParams(b, in.GetSampling())
+	if in.GetCacheSalt() != "" {
+		b = append(b, `,"cache_salt":`...)
+		b = jsonbody.AppendString(b, in.GetCacheSalt())
+	}
+	if stream {
+		return append(b, `,"stream":true,"stream_options":{"include_usage":true}}`...)
+	}
+	return append(b, `,"stream":false}`...)
+}
+
+// appendSamplingParams appends the sampling_params object: the fields set,
+// in field order ({} when none is).
+func appendSamplingParams(b []byte, p *coordinatorv1.SamplingParams) []byte {
+	if p == nil {
+		return append(b, "{}"...)
+	}
+	b = append(b, '{')
+	start := len(b)
+	key := func(name string) {
+		if len(b) > start {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, `":`...)
+	}
+	uintField := func(name string, v uint32) {
+		key(name)
+		b = strconv.AppendUint(b, uint64(v), 10)
+	}
+	floatField := func(name string, v float32) {
+		key(name)
+		b = appendFloat32(b, v)
+	}
+	if p.MaxTokens != nil {
+		uintField("max_tokens", p.GetMaxTokens())
+	}
+	if p.MinTokens != nil {
+		uintField("min_tokens", p.GetMinTokens())
+	}
+	if p.Temperature != nil {
+		floatField("temperature", p.GetTemperature())
+	}
+	if p.TopP != nil {
+		floatField("top_p", p.GetTopP())
+	}
+	if p.TopK != nil {
+		key("top_k")
+		b = strconv.AppendInt(b, int64(p.GetTopK()), 10)
+	}
+	if p.MinP != nil {
+		floatField("min_p", p.GetMinP())
+	}
+	if p.Seed != nil {
+		key("seed")
+		b = strconv.AppendInt(b, p.GetSeed(), 10)
+	}
+	if len(p.GetStopTokenIds()) > 0 {
+		key("stop_token_ids")
+		b = jsonbody.AppendUint32s(b, p.GetStopTokenIds())
+	}
+	if p.GetIgnoreEos() {
+		key("ignore_eos")
+		b = append(b, "true"...)
+	}
+	if p.Logprobs != nil {
+		uintField("logprobs", p.GetLogprobs())
+	}
+	if p.PromptLogprobs != nil {
+		uintField("prompt_logprobs", p.GetPromptLogprobs())
+	}
+	if p.GetN() != 0 {
+		uintField("n", p.GetN())
+	}
+	if p.PresencePenalty != nil {
+		floatField("presence_penalty", p.GetPresencePenalty())
+	}
+	if p.FrequencyPenalty != nil {
+		floatField("frequency_penalty", p.GetFrequencyPenalty())
+	}
+	if p.RepetitionPenalty != nil {
+		floatField("repetition_penalty", p.GetRepetitionPenalty())
+	}
+	return append(b, '}')
+}
+
+// appendFloat32 appends v as the shortest decimal that reads back as the
+// same float32 (0.7, not 0.699999988079071). The request's validation
+// rules keep NaN and infinities out.
+func appendFloat32(b []byte, v float32) []byte {
+	return strconv.AppendFloat(b, float64(v), 'g', -1, 32)
+}
+
+// appendFeatures appends the features object of a request with images.
+func appendFeatures(b []byte, f *coordinatorv1.MultimodalFeatures) []byte {
+	b = append(b, `{"mm_hashes":{"image":[`...)
+	for i, h := range f.GetMmHashes() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonbody.AppendString(b, h)
+	}
+	b = append(b, `]},"mm_placeholders":{"image":[`...)
+	for i, p := range f.GetMmPlaceholders() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"offset":`...)
+		b = strconv.AppendUint(b, uint64(p.GetOffset()), 10)
+		b = append(b, `,"length":`...)
+		b = strconv.AppendUint(b, uint64(p.GetLength()), 10)
+		b = append(b, '}')
+	}
+	b = append(b, `]}`...)
+	if len(f.GetKwargsData()) > 0 {
+		b = append(b, `,"kwargs_data":{"image":[`...)
+		for i, k := range f.GetKwargsData() {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendKwargs(b, k)
+		}
+		b = append(b, `]}`...)
+	}
+	return append(b, '}')
+}
+
+// appendKwargs appends one kwargs_data item: its tensor string, or null
+// when the worker takes the image from its encoder cache.
+func appendKwargs(b []byte, k *coordinatorv1.KwargsItem) []byte {
+	if k.Data == nil {
+		return append(b, "null"...)
+	}
+	return jsonbody.AppendString(b, k.GetData())
+}
+
+// featuresSize estimates the JSON size of the features object.
+func featuresSize(f *coordinatorv1.MultimodalFeatures) int {
+	n := 0
+	for _, h := range f.GetMmHashes() {
+		n += len(h) + 64
+	}
+	for _, k := range f.GetKwargsData() {
+		n += len(k.GetData()) + 8
+	}
+	return n
+}
+
+// multimodalEntries types the request's images for the steps, as render's
+// generate branch reads them from the body.
+func multimodalEntries(f *coordinatorv1.MultimodalFeatures) []steps.MultimodalEntry {
+	hashes := f.GetMmHashes()
+	if len(hashes) == 0 {
+		return nil
+	}
+	placeholders, kwargs := f.GetMmPlaceholders(), f.GetKwargsData()
+	entries := make([]steps.MultimodalEntry, len(hashes))
+	for i, h := range hashes {
+		e := steps.MultimodalEntry{Index: i, Hash: h, KwargsData: []byte("null")}
+		if i < len(placeholders) { // parallel: the request's rules checked it
+			e.Placeholder = steps.Placeholder{Offset: int(placeholders[i].GetOffset()), Length: int(placeholders[i].GetLength())}
+		}
+		if i < len(kwargs) {
+			e.KwargsData = appendKwargs(nil, kwargs[i])
+		}
+		entries[i] = e
+	}
+	return entries
+}

@@ -1,0 +1,114 @@
+package service
+
+import (
+	"errors"
+
+	"google.golang.org/grpc"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/steps"
+)
+
+// errStreamedAnswer is a worker that streamed the answer to a non-streaming
+// tokens request.
+var errStreamedAnswer = errors.New("decode worker streamed an answer to a non-streaming request")
+
+// tokensUnarySink turns the decode worker's whole answer to a Generate
+// tokens request into a TokensResponse.
+type tokensUnarySink struct {
+	prompt []uint32 // the request's token IDs, for prompt_logprobs
+	resp   *coordinatorv1.TokensResponse
+}
+
+func newTokensUnarySink(in *coordinatorv1.TokensRequest) *tokensUnarySink {
+	return &tokensUnarySink{prompt: in.GetTokenIds()}
+}
+
+// Response implements steps.Sink.
+func (s *tokensUnarySink) Response(_ int, _ string, body []byte) error {
+	resp, err := parseTokensResponse(body, s.prompt)
+	if err != nil {
+		return err
+	}
+	s.resp = resp
+	return nil
+}
+
+// Events implements steps.Sink: the request asked for no stream.
+func (s *tokensUnarySink) Events([][]byte) error { return errStreamedAnswer }
+
+// tokensStreamSink sends the decode worker's stream to a GenerateStream
+// tokens request: each batch of events that arrived together becomes one
+// TokensChunk, the new tokens of each choice merged by index. The worker's
+// last events carry the finish reasons, then the usage; "[DONE]" sends
+// nothing. The message and its choices are reused: SendMsg is done with
+// them when it returns.
+type tokensStreamSink struct {
+	stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]
+	chunk  coordinatorv1.TokensChunk
+	msg    coordinatorv1.GenerateStreamResponse
+	// choices holds every choice message made so far; the first used of
+	// them are in chunk.Choices.
+	choices   []*coordinatorv1.TokensChoice
+	used      int
+	newChoice func() *coordinatorv1.TokensChoice
+}
+
+func newTokensStreamSink(stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) *tokensStreamSink {
+	s := &tokensStreamSink{stream: stream}
+	s.msg.Chunk = &coordinatorv1.GenerateStreamResponse_Tokens{Tokens: &s.chunk}
+	s.newChoice = s.takeChoice
+	return s
+}
+
+// takeChoice hands out an empty choice, reusing one of an earlier message.
+func (s *tokensStreamSink) takeChoice() *coordinatorv1.TokensChoice {
+	if s.used == len(s.choices) {
+		s.choices = append(s.choices, &coordinatorv1.TokensChoice{})
+	}
+	c := s.choices[s.used]
+	s.used++
+	c.Index, c.FinishReason = 0, coordinatorv1.FinishReason_FINISH_REASON_UNSPECIFIED
+	c.TokenIds, c.Logprobs = c.TokenIds[:0], c.Logprobs[:0]
+	return c
+}
+
+// Events implements steps.Sink.
+func (s *tokensStreamSink) Events(data [][]byte) error {
+	s.chunk.Choices, s.chunk.Usage, s.used = s.chunk.Choices[:0], nil, 0
+	for _, d := range data {
+		if string(d) == "[DONE]" {
+			continue
+		}
+		if err := mergeStreamEvent(&s.chunk, d, s.newChoice); err != nil {
+			return err
+		}
+	}
+	if len(s.chunk.Choices) == 0 && s.chunk.Usage == nil {
+		return nil
+	}
+	err := s.stream.Send(&s.msg)
+	for _, c := range s.chunk.Choices {
+		clear(c.Logprobs) // drop the pointers: the next message has new ones
+	}
+	return err
+}
+
+// Response implements steps.Sink: a worker that answered in one piece is
+// sent on as one chunk with every choice finished and the usage.
+func (s *tokensStreamSink) Response(_ int, _ string, body []byte) error {
+	resp, err := parseTokensResponse(body, nil)
+	if err != nil {
+		return err
+	}
+	s.chunk.Choices, s.chunk.Usage = resp.GetChoices(), resp.GetUsage()
+	err = s.stream.Send(&s.msg)
+	s.chunk.Choices, s.chunk.Usage = nil, nil
+	return err
+}
+
+// Interface guards.
+var (
+	_ steps.Sink = (*tokensUnarySink)(nil)
+	_ steps.Sink = (*tokensStreamSink)(nil)
+)
