@@ -102,10 +102,12 @@ func (p *Prefill) Execute(ctx context.Context, rc *RequestContext) error {
 //   - chat: the client's body, capped to one token, with "tokens" (token
 //     IDs and features without tensors; only when there are token IDs,
 //     decision D3) and top-level kv_transfer_params / ec_transfer_params.
-//   - completions: a fresh body with request_id, model, prompt (the token
+//   - completions: a fresh body with request_id, model, the client's
+//     cache_salt if any, prompt (the token
 //     IDs, else the client's prompt as sent), the transfer params, one
 //     token unstreamed, and features with tensors when there are images.
-//   - generate: a fresh body with request_id, model, token_ids, features
+//   - generate: a fresh body with request_id, model, cache_salt if any,
+//     token_ids, features
 //     with tensors when there are images, and the transfer params under
 //     sampling_params.extra_args (no client sampling params).
 func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessage) ([]byte, error) {
@@ -169,7 +171,23 @@ func prefillHead(rc *RequestContext, extra int) []byte {
 	b = append(b, `{"request_id":`...)
 	b = jsonbody.AppendString(b, rc.RequestID)
 	b = append(b, `,"model":`...)
-	return jsonbody.AppendString(b, rc.Model)
+	b = jsonbody.AppendString(b, rc.Model)
+	return appendCacheSalt(b, rc.Body)
+}
+
+// appendCacheSalt carries the client's cache_salt onto a fresh prefill
+// body, so a salted request's prefix never lands in the prefill pool's
+// shared cache (the reference drops it there; a tenant-isolation gap).
+func appendCacheSalt(b, clientBody []byte) []byte {
+	obj, err := jsonbody.ParseObject(clientBody)
+	if err != nil {
+		return b
+	}
+	if salt, ok := obj.Get("cache_salt"); ok && !jsonbody.IsNull(salt) {
+		b = append(b, `,"cache_salt":`...)
+		b = append(b, salt...)
+	}
+	return b
 }
 
 // appendPrefillFeatures adds ,"features":{...} with tensors when there are

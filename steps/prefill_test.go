@@ -440,3 +440,27 @@ func TestPrefillClientCancellation(t *testing.T) {
 	assert.ErrorIs(t, within(t, done, "Execute after cancellation"), context.Canceled)
 	assert.False(t, rc.PrefillDone)
 }
+
+func TestPrefillCarriesTheClientsCacheSalt(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		format steps.Format
+		body   string
+	}{
+		{steps.FormatCompletions, `{"model":"m","prompt":[1,2],"cache_salt":"tenant-a"}`},
+		{steps.FormatGenerate, `{"model":"m","token_ids":[1,2],"cache_salt":"tenant-a"}`},
+		{steps.FormatChat, `{"model":"m","messages":[],"cache_salt":"tenant-a"}`},
+	} {
+		gw := steptest.NewGateway(t, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"kv_transfer_params":{}}`))
+		})
+		step, err := steps.NewPrefillPlugin(phaseClient(t, gw.URL), phaseKVSet(t), phaseECSet(t)).New(nil)
+		require.NoError(t, err)
+		rc := &steps.RequestContext{RequestID: "r", Format: tt.format, Model: "m", Body: []byte(tt.body), TokenIDs: []uint32{1, 2}}
+		require.NoError(t, step.Execute(context.Background(), rc))
+		legs := gw.Legs()
+		require.Len(t, legs, 1)
+		assert.Contains(t, string(legs[0].Body), `"cache_salt":"tenant-a"`, tt.format.String())
+	}
+}
