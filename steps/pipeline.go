@@ -49,14 +49,19 @@ func NewPipeline(plugins []Plugin, configs []StepConfig, defaults Defaults) (*Pi
 	if len(configs) == 0 {
 		return nil, errors.New("pipeline.steps: at least one step is required")
 	}
+	if err := checkAsyncBrokerFirst(configs); err != nil {
+		return nil, err
+	}
 	p := &Pipeline{}
 	for i, c := range configs {
 		plugin, ok := byType[c.Type]
 		if !ok {
+			_ = p.Close() // the steps built so far
 			return nil, fmt.Errorf("pipeline.steps[%d]: unknown step type: %s (known: %s)", i, c.Type, known)
 		}
 		step, err := plugin.New(withDefaults(c.Params, defaults))
 		if err != nil {
+			_ = p.Close()
 			return nil, fmt.Errorf("pipeline.steps[%d] (%s): %w", i, c.Type, err)
 		}
 		p.names = append(p.names, c.Type)

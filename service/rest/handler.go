@@ -22,6 +22,7 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/metrics"
+	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/jsonbody"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
@@ -34,6 +35,7 @@ type Handler struct {
 	maxBody int64
 	ready   *service.Readiness
 	metrics *metrics.Metrics
+	queued  steps.RequestStore // nil without an async-broker step (requests.go)
 }
 
 // NewHandler builds the REST front over a CoordinatorService client.
@@ -127,6 +129,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, endpoin
 		})
 		return
 	}
+	h.holdOpen(w, r)
 	r.Body = &requestBody{endpoint: endpoint, requestID: id, data: data}
 	h.gateway.ServeHTTP(w, r)
 }
@@ -205,10 +208,12 @@ func validMetadataValue(v string) bool {
 	return true
 }
 
-// forwardStatus gives a Generate answer the worker's status and content type.
+// forwardStatus gives a Generate answer the worker's status and content
+// type (and GetRequest and DeleteRequest theirs: forwardQueued).
 func forwardStatus(_ context.Context, w http.ResponseWriter, m proto.Message) error {
 	resp, ok := m.(*coordinatorv1.GenerateResponse)
 	if !ok || resp.GetOpenai() == nil {
+		forwardQueued(w, m)
 		return nil
 	}
 	if ct := resp.GetOpenai().GetContentType(); ct != "" {

@@ -35,11 +35,15 @@ type rawJSON struct{}
 // the worker's own.
 func (rawJSON) ContentType(any) string { return "application/json" }
 
-// Marshal returns the worker's body of a GenerateResponse; anything else
-// (not expected on these routes) is encoded with protojson.
+// Marshal returns the worker's body of a GenerateResponse and the stored
+// answer of a GetRequestResponse (queuedBody); anything else (not expected
+// on these routes) is encoded with protojson.
 func (rawJSON) Marshal(v any) ([]byte, error) {
 	if r, ok := v.(*coordinatorv1.GenerateResponse); ok && r.GetOpenai() != nil {
 		return r.GetOpenai().GetJson(), nil
+	}
+	if b, ok := queuedBody(v); ok {
+		return b, nil
 	}
 	if m, ok := v.(proto.Message); ok {
 		return protojson.Marshal(m)

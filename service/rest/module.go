@@ -14,6 +14,7 @@ import (
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 // Module serves the REST front on server.listen_addr.
@@ -22,8 +23,13 @@ var Module = fx.Module("rest",
 	fx.Invoke(serveHTTP),
 )
 
-func newHandler(in *service.InProcess, cfg config.Config, ready *service.Readiness, m *metrics.Metrics) (*Handler, error) {
-	return NewHandler(context.Background(), in.Client, cfg.Server.MaxRequestBodyBytes(), ready, m)
+func newHandler(in *service.InProcess, cfg config.Config, ready *service.Readiness, m *metrics.Metrics, p *steps.Pipeline) (*Handler, error) {
+	h, err := NewHandler(context.Background(), in.Client, cfg.Server.MaxRequestBodyBytes(), ready, m)
+	if err != nil {
+		return nil, err
+	}
+	h.ServeQueued(p.RequestStore())
+	return h, nil
 }
 
 // NewServer is the HTTP server of the REST front: HTTP/1.1 and h2c, the
