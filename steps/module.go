@@ -6,6 +6,7 @@ import "go.uber.org/fx"
 // type is added by adding its constructor here; no other step changes.
 var Module = fx.Module("steps",
 	fx.Provide(
+		AsPlugin(NewAsyncBrokerPlugin),
 		AsPlugin(NewReplaceMediaURLsPlugin),
 		AsPlugin(NewRenderPlugin),
 		AsPlugin(NewConditionalDecodePlugin),

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/fx"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -23,23 +21,8 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/sim"
-	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
-
-// withAsyncBroker adds the async-broker step type to the app unless
-// steps.Module already registers it.
-var withAsyncBroker = fx.Decorate(fx.Annotate(
-	func(plugins []steps.Plugin, log *slog.Logger) []steps.Plugin {
-		for _, p := range plugins {
-			if p.Type == steps.AsyncBrokerType {
-				return plugins
-			}
-		}
-		return append(plugins, steps.NewAsyncBrokerPlugin(log))
-	},
-	fx.ParamTags(`group:"steps"`), fx.ResultTags(`group:"steps"`),
-))
 
 // brokerPipeline is async-broker in front of decode, on the Redis at URL.
 const brokerPipeline = `
@@ -60,7 +43,7 @@ func startBrokerStack(t *testing.T, env map[string]string) (*stack, *redis.Clien
 	t.Helper()
 	r := steptest.StartRedis(t, steptest.WithKeyspaceNotifications("Kl"))
 	_, gw, _ := startSim(t, sim.Options{Strict: true})
-	st := startStackEnv(t, env, gw, "", strings.ReplaceAll(brokerPipeline, "REDIS_URL", r.URL), withAsyncBroker)
+	st := startStackEnv(t, env, gw, "", strings.ReplaceAll(brokerPipeline, "REDIS_URL", r.URL))
 	return st, r.Client(t)
 }
 
