@@ -22,6 +22,7 @@ type target struct {
 	name string
 	base string   // base URL, e.g. http://127.0.0.1:8200
 	hop  *process // the process between the bench and the simulator; nil for direct
+	sim  *process // the simulator behind it
 }
 
 // failed wraps a failure on t with the end of the hop's and the
@@ -52,18 +53,21 @@ type targetResult struct {
 type cell struct {
 	Scenario    string          `json:"scenario"`
 	Concurrency int             `json:"concurrency"`
-	Targets     []*targetResult `json:"targets"` // direct first
+	Cascade     bool            `json:"cascade,omitempty"`
+	Targets     []*targetResult `json:"targets"` // the baseline first: direct, or decode-only for a cascade
 	Err         string          `json:"error,omitempty"`
 }
 
 // loader drives the targets. Workers share one keep-alive transport.
 type loader struct {
 	client      *http.Client
-	sim         *process
 	warmup      time.Duration // per target per cell
 	duration    time.Duration // measured, per target per cell, split over rounds
 	rounds      int
 	maxRequests int // measured, per target per cell, split over rounds
+	// nonces numbers the requests of templated scenarios, over the whole
+	// run and every target, so no two of them carry the same prompt.
+	nonces atomic.Uint64
 }
 
 // newClient is an HTTP/1.1 keep-alive client keeping up to maxConns idle
@@ -86,7 +90,7 @@ func newClient(maxConns int) *http.Client {
 // in turn, so noise on the machine lands on all of them alike. It stops at
 // the first failed request.
 func (l *loader) runCell(ctx context.Context, sc scenario, conc int, targets []target) (*cell, error) {
-	c := &cell{Scenario: sc.name, Concurrency: conc}
+	c := &cell{Scenario: sc.name, Concurrency: conc, Cascade: sc.cascade}
 	for _, t := range targets {
 		c.Targets = append(c.Targets, &targetResult{Target: t.name})
 	}
@@ -146,7 +150,7 @@ type usage struct {
 	hopSyscalls    int64         // the hop's read and write system calls
 }
 
-// cpu reads the usage of t's hop (none for direct), the simulator and the
+// cpu reads the usage of t's hop (none for direct), its simulator and the
 // bench.
 func (l *loader) cpu(t target) (usage, error) {
 	var u usage
@@ -159,7 +163,7 @@ func (l *loader) cpu(t target) (usage, error) {
 			return u, err
 		}
 	}
-	if u.sim, err = l.sim.cpu(); err != nil {
+	if u.sim, err = t.sim.cpu(); err != nil {
 		return u, err
 	}
 	u.self, err = processCPU(os.Getpid())
@@ -192,11 +196,19 @@ func (l *loader) phase(ctx context.Context, t target, sc scenario, conc int, d t
 			var ttfb, total []time.Duration
 			buf := &bytes.Buffer{}
 			br := bufio.NewReader(nil)
+			var own []byte // this worker's body, for a templated scenario
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				if limit > 0 && sent.Add(1) > int64(limit) {
 					break
 				}
-				first, end, err := l.do(ctx, url, sc, buf, br)
+				body := sc.body
+				if sc.template != nil {
+					// The previous request is over, its answer read: the
+					// target read its body before answering.
+					own = sc.template.fill(own, l.nonces.Add(1))
+					body = own
+				}
+				first, end, err := l.do(ctx, url, sc, body, buf, br)
 				if err != nil {
 					if ctx.Err() == nil {
 						failed.Add(1)
@@ -225,18 +237,21 @@ func (l *loader) phase(ctx context.Context, t target, sc scenario, conc int, d t
 	return res, nil
 }
 
-// do sends one request and checks the answer: status 200, and either a
-// JSON body with choices or sc.events server-sent events ending in
+// do sends one request with body and checks the answer: status 200, and
+// either a JSON body with choices or sc.events server-sent events ending in
 // data: [DONE] with nothing after it. It returns the time to the first
 // response byte and to the end of the answer ([DONE] for a stream).
-func (l *loader) do(ctx context.Context, url string, sc scenario, buf *bytes.Buffer, br *bufio.Reader) (ttfb, total time.Duration, err error) {
+func (l *loader) do(ctx context.Context, url string, sc scenario, body []byte, buf *bytes.Buffer, br *bufio.Reader) (ttfb, total time.Duration, err error) {
 	var first time.Time
 	trace := &httptrace.ClientTrace{GotFirstResponseByte: func() { first = time.Now() }}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, url, bytes.NewReader(sc.body))
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if sc.cascade {
+		req.Header.Set(simFaultHeader, conditionalTripwire)
+	}
 	start := time.Now()
 	resp, err := l.client.Do(req)
 	if err != nil {

@@ -10,7 +10,14 @@
 // request; then a summary against the target: the coordinator's added p50
 // at most 1.5x the bare proxy's.
 //
-//	go run ./cmd/coordinator-bench [-duration 8s] [-concurrency 4,64] [-scenarios chat,chat-stream] [-json out.json]
+// The cascade-* scenarios (a 1 MB inline image, a 32k-token prompt) compare
+// instead a coordinator running the full cascade of config/dev.yaml with a
+// decode-only one, on a second, strict simulator that also serves render;
+// every request carries its own prompt and a tripwire makes any request that
+// skipped prefill fail (see cascade.go). They report both coordinators'
+// TTFB and CPU per request, their ratio and the simulator's CPU per request.
+//
+//	go run ./cmd/coordinator-bench [-duration 8s] [-concurrency 4,64] [-cascade-concurrency 4] [-scenarios chat,chat-stream,...] [-json out.json]
 //
 // It is not a test: it exits non-zero only when it cannot measure (a build
 // or start failure, a failed request), not when the target is missed.
@@ -56,14 +63,15 @@ func main() {
 
 // options are the parsed flags.
 type options struct {
-	duration    time.Duration
-	warmup      time.Duration
-	rounds      int
-	maxRequests int
-	concurrency []int
-	scenarios   []scenario
-	jsonPath    string
-	perfPath    string
+	duration           time.Duration
+	warmup             time.Duration
+	rounds             int
+	maxRequests        int
+	concurrency        []int
+	cascadeConcurrency []int
+	scenarios          []scenario
+	jsonPath           string
+	perfPath           string
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
@@ -75,6 +83,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.rounds, "rounds", 3, "measured rounds per cell, each visiting direct, proxy, coordinator in turn")
 	fs.IntVar(&o.maxRequests, "requests", 20000, "measured requests per target per cell at most")
 	conc := fs.String("concurrency", "4,64", "comma-separated numbers of concurrent requests")
+	cascadeConc := fs.String("cascade-concurrency", "4", "comma-separated numbers of concurrent requests of the cascade-* scenarios")
 	names := fs.String("scenarios", scenarioNames(), "comma-separated scenarios")
 	fs.StringVar(&o.jsonPath, "json", "", "write the raw results (every sample, in ns) as JSON to this file")
 	fs.StringVar(&o.perfPath, "perf", "", "record the coordinator with perf record -g into this `file`")
@@ -90,6 +99,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	var err error
 	if o.concurrency, err = parseInts(*conc); err != nil {
 		return o, fmt.Errorf("-concurrency: %w", err)
+	}
+	if o.cascadeConcurrency, err = parseInts(*cascadeConc); err != nil {
+		return o, fmt.Errorf("-cascade-concurrency: %w", err)
 	}
 	if o.scenarios, err = selectScenarios(*names); err != nil {
 		return o, fmt.Errorf("-scenarios: %w", err)
@@ -132,49 +144,75 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	env := &fleet{dir: dir}
 	defer env.stopAll()
-	sim, gateway, err := env.startSim(ctx, simBin)
-	if err != nil {
-		return err
-	}
-	proxy, err := env.startProxy(ctx, self, gateway)
-	if err != nil {
-		return err
-	}
-	coordinators, err := env.startCoordinators(ctx, coordinatorBin, gateway, o.scenarios)
-	if err != nil {
-		return err
-	}
-	if o.perfPath != "" {
-		if err := env.startPerf(o.perfPath, coordinators); err != nil {
+	hopScenarios, cascadeScenarios := splitScenarios(o.scenarios)
+	var (
+		direct, proxy  target
+		coordinators   map[string]target
+		cascadeTargets []target
+		all            []target // every coordinator, for perf
+	)
+	if len(hopScenarios) > 0 {
+		simProc, gateway, _, err := env.startSim(ctx, simBin, "sim", false)
+		if err != nil {
 			return err
 		}
+		direct = target{name: "direct", base: gateway, sim: simProc}
+		if proxy, err = env.startProxy(ctx, self, gateway); err != nil {
+			return err
+		}
+		proxy.sim = simProc
+		if coordinators, err = env.startCoordinators(ctx, coordinatorBin, simProc, gateway, hopScenarios); err != nil {
+			return err
+		}
+		for _, t := range coordinators {
+			all = append(all, t)
+		}
+	}
+	if len(cascadeScenarios) > 0 {
+		if cascadeTargets, err = env.startCascade(ctx, coordinatorBin, simBin); err != nil {
+			return err
+		}
+		all = append(all, cascadeTargets...)
 	}
 
 	l := &loader{
-		client:      newClient(max(256, slices.Max(o.concurrency))),
-		sim:         sim,
+		client:      newClient(max(256, slices.Max(o.concurrency), slices.Max(o.cascadeConcurrency))),
 		warmup:      o.warmup,
 		duration:    o.duration,
 		rounds:      o.rounds,
 		maxRequests: o.maxRequests,
 	}
-	writeHeader(stdout, o)
+	var preflights []preflight
+	for i := range cascadeScenarios {
+		sc := &cascadeScenarios[i]
+		if sc.template, err = sc.newTemplate(); err != nil {
+			return fmt.Errorf("%s: %w", sc.name, err)
+		}
+		fmt.Fprintf(stderr, "preflight %s...\n", sc.name)
+		pf, err := l.preflight(ctx, *sc, cascadeTargets)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.name, err)
+		}
+		preflights = append(preflights, pf)
+	}
+	if o.perfPath != "" {
+		if err := env.startPerf(o.perfPath, all); err != nil {
+			return err
+		}
+	}
+
+	writeHeader(stdout, o, hopScenarios, preflights)
 	var cells []*cell
 	failed := 0
-	for _, sc := range o.scenarios {
-		targets := []target{
-			{name: "direct", base: gateway},
-			proxy,
-			coordinators[pipelineKey(sc.pipeline)],
-		}
-		for _, conc := range o.concurrency {
+	measure := func(sc scenario, concurrency []int, targets []target) {
+		for _, conc := range concurrency {
 			if ctx.Err() != nil {
-				break
+				return
 			}
 			fmt.Fprintf(stderr, "measuring %s at %d concurrent...\n", sc.name, conc)
 			c, err := l.runCell(ctx, sc, conc, targets)
 			if ctx.Err() != nil {
-				break
+				return
 			}
 			if err != nil {
 				c.Err = err.Error()
@@ -184,13 +222,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			writeCell(stdout, c)
 		}
 	}
+	for _, sc := range hopScenarios {
+		measure(sc, o.concurrency, []target{direct, proxy, coordinators[sc.pipeline.key()]})
+	}
+	for _, sc := range cascadeScenarios {
+		measure(sc, o.cascadeConcurrency, cascadeTargets)
+	}
 	perfErr := env.stopPerf()
 	if ctx.Err() != nil {
 		return errors.New("interrupted")
 	}
 	writeSummary(stdout, cells)
+	writeCascadeSummary(stdout, cells)
 	if o.jsonPath != "" {
-		if err := writeJSON(o.jsonPath, o, cells); err != nil {
+		if err := writeJSON(o.jsonPath, o, preflights, cells); err != nil {
 			return err
 		}
 	}
@@ -204,4 +249,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d of %d cells failed", failed, len(cells))
 	}
 	return nil
+}
+
+// splitScenarios separates the scenarios measured on direct, proxy and
+// coordinator (hop) from the cascade ones, each in table order.
+func splitScenarios(all []scenario) (hop, cascade []scenario) {
+	for _, sc := range all {
+		if sc.cascade {
+			cascade = append(cascade, sc)
+		} else {
+			hop = append(hop, sc)
+		}
+	}
+	return hop, cascade
 }

@@ -172,6 +172,8 @@ func (p *process) waitReady(ctx context.Context, url string, timeout time.Durati
 		if err != nil {
 			return err
 		}
+		// A strict simulator wants a request id on every request.
+		req.Header.Set("X-Request-Id", "coordinator-bench-ready")
 		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -245,24 +247,28 @@ func (f *fleet) stopAll() {
 	}
 }
 
-// startSim starts the simulator with no delays and no wire-contract checks
-// and returns it with its gateway's base URL.
-func (f *fleet) startSim(ctx context.Context, bin string) (*process, string, error) {
-	gateway, err := freeAddr()
+// startSim starts a simulator named name with no delays, its wire-contract
+// checks on if strict, and returns it with its gateway's and its render
+// service's base URLs.
+func (f *fleet) startSim(ctx context.Context, bin, name string, strict bool) (p *process, gateway, render string, err error) {
+	gatewayAddr, err := freeAddr()
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	render, err := freeAddr()
+	renderAddr, err := freeAddr()
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	p, err := f.start("sim", bin, "--gateway-addr", gateway, "--render-addr", render,
-		"--ttft", "0", "--token-delay", "0", "--strict=false")
+	p, err = f.start(name, bin, "--gateway-addr", gatewayAddr, "--render-addr", renderAddr,
+		"--ttft", "0", "--token-delay", "0", "--strict="+strconv.FormatBool(strict))
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	base := "http://" + gateway
-	return p, base, p.waitReady(ctx, base+"/health", 30*time.Second)
+	gateway, render = "http://"+gatewayAddr, "http://"+renderAddr
+	if err := p.waitReady(ctx, gateway+"/health", 30*time.Second); err != nil {
+		return nil, "", "", err
+	}
+	return p, gateway, render, p.waitReady(ctx, render+"/health", 30*time.Second)
 }
 
 // startProxy starts the bare reverse proxy (this binary, self) to upstream.
@@ -279,9 +285,10 @@ func (f *fleet) startProxy(ctx context.Context, self, upstream string) (target, 
 	return target{name: "proxy", base: base, hop: p}, p.waitReady(ctx, base+"/health", 30*time.Second)
 }
 
-// startCoordinator starts the coordinator on a generated config: the given
-// pipeline steps, warnings-only logs, gateway at the simulator.
-func (f *fleet) startCoordinator(ctx context.Context, bin, gateway string, steps []string) (target, error) {
+// startCoordinator starts the coordinator as the target called name, on a
+// generated config: pipeline p, warnings-only logs, gateway and render
+// service at the simulator sim.
+func (f *fleet) startCoordinator(ctx context.Context, bin, name string, sim *process, gateway, render string, p pipeline) (target, error) {
 	listen, err := freeAddr()
 	if err != nil {
 		return target{}, err
@@ -290,42 +297,42 @@ func (f *fleet) startCoordinator(ctx context.Context, bin, gateway string, steps
 	if err != nil {
 		return target{}, err
 	}
-	name := "coordinator-" + strings.Join(steps, "-")
-	config := filepath.Join(f.dir, name+".yaml")
-	if err := os.WriteFile(config, coordinatorConfig(listen, grpcListen, gateway, steps), 0o600); err != nil {
+	proc := "coordinator-" + name
+	config := filepath.Join(f.dir, proc+".yaml")
+	if err := os.WriteFile(config, coordinatorConfig(listen, grpcListen, gateway, render, p), 0o600); err != nil {
 		return target{}, err
 	}
-	p, err := f.start(name, bin, "--config", config)
+	hop, err := f.start(proc, bin, "--config", config)
 	if err != nil {
 		return target{}, err
 	}
 	base := "http://" + listen
-	return target{name: "coordinator", base: base, hop: p}, p.waitReady(ctx, base+"/readyz", 60*time.Second)
+	return target{name: name, base: base, hop: hop, sim: sim}, hop.waitReady(ctx, base+"/readyz", 60*time.Second)
 }
 
 // startCoordinators starts one coordinator per distinct pipeline among
-// scenarios, keyed by pipelineKey.
-func (f *fleet) startCoordinators(ctx context.Context, bin, gateway string, scenarios []scenario) (map[string]target, error) {
+// the decode-only (non-cascade) scenarios, keyed by pipeline.key, each
+// named "coordinator" in the report.
+func (f *fleet) startCoordinators(ctx context.Context, bin string, sim *process, gateway string, scenarios []scenario) (map[string]target, error) {
 	coordinators := map[string]target{}
 	for _, sc := range scenarios {
-		key := pipelineKey(sc.pipeline)
-		if _, ok := coordinators[key]; ok {
+		key := sc.pipeline.key()
+		if _, ok := coordinators[key]; ok || sc.cascade {
 			continue
 		}
-		t, err := f.startCoordinator(ctx, bin, gateway, sc.pipeline)
+		t, err := f.startCoordinator(ctx, bin, strings.Join(sc.pipeline.steps, "-"), sim, gateway, "", sc.pipeline)
 		if err != nil {
 			return nil, err
 		}
+		t.name = "coordinator"
 		coordinators[key] = t
 	}
 	return coordinators, nil
 }
 
-// pipelineKey names a pipeline by its step types.
-func pipelineKey(steps []string) string { return strings.Join(steps, ",") }
-
-// coordinatorConfig is a coordinator config file on loopback addresses.
-func coordinatorConfig(listen, grpcListen, gateway string, steps []string) []byte {
+// coordinatorConfig is a coordinator config file on loopback addresses;
+// render is the address of p's render step.
+func coordinatorConfig(listen, grpcListen, gateway, render string, p pipeline) []byte {
 	b := fmt.Appendf(nil, `# Generated by coordinator-bench.
 log_level: 1
 server:
@@ -335,16 +342,25 @@ gateway:
   address: %q
   max_idle_conns_per_host: 512
 pipeline:
-  steps:
 `, listen, grpcListen, gateway)
-	for _, s := range steps {
+	if p.kv != "" {
+		b = fmt.Appendf(b, "  kv_connector: %s\n", p.kv)
+	}
+	if p.ec != "" {
+		b = fmt.Appendf(b, "  ec_connector: %s\n", p.ec)
+	}
+	b = append(b, "  steps:\n"...)
+	for _, s := range p.steps {
 		b = fmt.Appendf(b, "    - type: %s\n", s)
+		if s == "render" {
+			b = fmt.Appendf(b, "      params:\n        address: %q\n", render)
+		}
 	}
 	return b
 }
 
 // startPerf runs perf record on the coordinators until stopPerf.
-func (f *fleet) startPerf(out string, coordinators map[string]target) error {
+func (f *fleet) startPerf(out string, coordinators []target) error {
 	bin, err := exec.LookPath("perf")
 	if err != nil {
 		return fmt.Errorf("-perf: %w (Debian: apt-get install linux-perf)", err)

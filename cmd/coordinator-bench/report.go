@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"text/tabwriter"
 	"time"
 )
@@ -14,16 +15,21 @@ import (
 // byte at most this many times the bare proxy's.
 const maxAddedRatio = 1.5
 
-func writeHeader(w io.Writer, o options) {
+func writeHeader(w io.Writer, o options, hop []scenario, preflights []preflight) {
 	fmt.Fprintf(w, "coordinator-bench: %s %s/%s, %d CPUs, GOMAXPROCS %d, everything on 127.0.0.1\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0))
-	fmt.Fprintf(w, "simulator: --ttft 0 --token-delay 0 --strict=false; coordinator: decode-only pipeline, log_level 1\n")
-	fmt.Fprintf(w, "per target per cell: %v warm-up, then up to %v / %d requests measured in %d rounds (direct, proxy, coordinator in turn)\n",
-		o.warmup, o.duration, o.maxRequests, o.rounds)
+	if len(hop) > 0 {
+		fmt.Fprintf(w, "simulator: --ttft 0 --token-delay 0 --strict=false; coordinator: decode-only pipeline, log_level 1\n")
+		fmt.Fprintf(w, "per target per cell: %v warm-up, then up to %v / %d requests measured in %d rounds (direct, proxy, coordinator in turn)\n",
+			o.warmup, o.duration, o.maxRequests, o.rounds)
+	}
 	fmt.Fprintf(w, "TTFB: request sent to first response byte; total: to the end of the body or data: [DONE]; all in µs\n")
 	fmt.Fprintf(w, "CPU: utime+stime of each process from /proc/<pid>/stat (USER_HZ %d) over the measured phases, per request;\n", clockTicks)
 	fmt.Fprintf(w, "  hop = the proxy or coordinator process, sim = the simulator, client = this load generator;\n")
 	fmt.Fprintf(w, "  hop syscalls = its read and write system calls (syscr+syscw in /proc/<pid>/io) per request\n")
+	if len(preflights) > 0 {
+		writeCascadeHeader(w, o, preflights)
+	}
 }
 
 // writeCell prints one scenario at one concurrency.
@@ -31,6 +37,10 @@ func writeCell(w io.Writer, c *cell) {
 	fmt.Fprintf(w, "\n== %s, %d concurrent ==\n", c.Scenario, c.Concurrency)
 	if c.Err != "" {
 		fmt.Fprintf(w, "ABORTED: %s\n", c.Err)
+		return
+	}
+	if c.Cascade {
+		writeCascadeCell(w, c)
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -83,8 +93,13 @@ func verdictOf(c *cell) verdict {
 	return v
 }
 
-// writeSummary prints one line per cell against the target.
+// writeSummary prints one line per decode-only (hop) cell against the
+// target; nothing when there are none.
 func writeSummary(w io.Writer, cells []*cell) {
+	cells = slices.DeleteFunc(slices.Clone(cells), func(c *cell) bool { return c.Cascade })
+	if len(cells) == 0 {
+		return
+	}
 	fmt.Fprintf(w, "\n== summary: coordinator vs bare proxy, added over direct (target: added TTFB p50 ratio <= %.1f) ==\n", maxAddedRatio)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\tconc\tdirect TTFB p50\tproxy added\tcoordinator added\tratio\tverdict\tproxy CPU/req\tcoordinator CPU/req\tCPU ratio")
@@ -107,8 +122,9 @@ func micros(d time.Duration) string {
 	return fmt.Sprintf("%.1f", float64(d)/float64(time.Microsecond))
 }
 
-// writeJSON writes the options and every cell, samples included, to path.
-func writeJSON(path string, o options, cells []*cell) error {
+// writeJSON writes the options, the cascade preflights and every cell,
+// samples included, to path.
+func writeJSON(path string, o options, preflights []preflight, cells []*cell) error {
 	names := make([]string, len(o.scenarios))
 	for i, s := range o.scenarios {
 		names[i] = s.name
@@ -121,9 +137,12 @@ func writeJSON(path string, o options, cells []*cell) error {
 		Rounds      int           `json:"rounds"`
 		MaxRequests int           `json:"max_requests"`
 		Concurrency []int         `json:"concurrency"`
+		CascadeConc []int         `json:"cascade_concurrency"`
 		Scenarios   []string      `json:"scenarios"`
+		Preflights  []preflight   `json:"cascade_preflights,omitempty"`
 		Cells       []*cell       `json:"cells"`
-	}{runtime.Version(), runtime.NumCPU(), o.duration, o.warmup, o.rounds, o.maxRequests, o.concurrency, names, cells}
+	}{runtime.Version(), runtime.NumCPU(), o.duration, o.warmup, o.rounds, o.maxRequests, o.concurrency,
+		o.cascadeConcurrency, names, preflights, cells}
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		return err

@@ -16,13 +16,41 @@ type scenario struct {
 	path string
 	// body is the request body, sent as application/json.
 	body []byte
+	// newTemplate, when set, builds the template that makes every request's
+	// body unique (body is then unused); run calls it for the selected
+	// scenarios only, into template.
+	newTemplate func() (*template, error)
+	template    *template
 	// stream means the answer is server-sent events.
 	stream bool
 	// events is the number of SSE events a streamed answer must carry,
 	// data: [DONE] included (it must be the last).
 	events int
-	// pipeline is the coordinator's pipeline.steps, by type.
-	pipeline []string
+	// pipeline is the coordinator's pipeline.
+	pipeline pipeline
+	// cascade measures the scenario on the cascade simulator instead:
+	// coordinators with the full cascade and with decode only, no direct
+	// and no proxy target (they have no pipeline to compare with).
+	cascade bool
+	// minPromptTokens is the least usage.prompt_tokens the cascade's
+	// preflight accepts (0: not checked).
+	minPromptTokens int
+	// about describes a cascade scenario's request in the report.
+	about string
+}
+
+// pipeline is a coordinator's pipeline section.
+type pipeline struct {
+	// steps are pipeline.steps, by type. A render step gets the
+	// simulator's render service as its address.
+	steps []string
+	// kv and ec are pipeline.kv_connector and ec_connector ("": default).
+	kv, ec string
+}
+
+// key names the pipeline among the coordinators the bench starts.
+func (p pipeline) key() string {
+	return strings.Join(p.steps, ",") + "/" + p.kv + "/" + p.ec
 }
 
 // chatTokens is the max_tokens of the chat scenarios. The simulator streams
@@ -30,8 +58,16 @@ type scenario struct {
 // streamed chat carries chatTokens+2 = 32 events.
 const chatTokens = 30
 
-// decodeOnly is the pipeline of the decode-only scenarios.
-var decodeOnly = []string{"decode"}
+// decodeOnly is the pipeline of the decode-only scenarios, and the
+// baseline of the cascade ones.
+var decodeOnly = pipeline{steps: []string{"decode"}}
+
+// cascadePipeline is the full cascade of `make run` (config/dev.yaml).
+var cascadePipeline = pipeline{
+	steps: []string{"render", "conditional-decode", "encode", "prefill", "decode"},
+	kv:    "kv-nixl",
+	ec:    "ec-nixl",
+}
 
 // scenarios is every workload the bench knows, in report order.
 var scenarios = []scenario{
@@ -48,6 +84,32 @@ var scenarios = []scenario{
 		stream:   true,
 		events:   chatTokens + 2,
 		pipeline: decodeOnly,
+	},
+	{
+		name:        "cascade-image-1mb",
+		path:        "/v1/chat/completions",
+		newTemplate: func() (*template, error) { return imageChatTemplate(imageBodyBytes) },
+		pipeline:    cascadePipeline,
+		cascade:     true,
+		about:       "chat, a short text part and a 512-pixel-wide noise PNG (RGB, stored) inlined as a data: URI",
+	},
+	{
+		name:            "cascade-prompt-32k",
+		path:            "/v1/completions",
+		newTemplate:     func() (*template, error) { return tokenPromptTemplate(promptTokens) },
+		pipeline:        cascadePipeline,
+		cascade:         true,
+		minPromptTokens: promptTokens,
+		about:           "completions, prompt = 32768 token IDs (render validates them, no render call)",
+	},
+	{
+		name:            "cascade-chat-32k",
+		path:            "/v1/chat/completions",
+		newTemplate:     longChatTemplate,
+		pipeline:        cascadePipeline,
+		cascade:         true,
+		minPromptTokens: promptTokens,
+		about:           "chat, one user message of English words that renders (cl100k_base) to 32768 tokens",
 	},
 }
 
