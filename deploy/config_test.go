@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"encoding/json"
-	"flag"
 	"net"
 	"net/url"
 	"os"
@@ -26,24 +25,14 @@ const (
 	configKey       = "coordinator.yaml"
 )
 
-var update = flag.Bool("update", false, "copy config/coordinator/coordinator.yaml to deploy/base")
-
-// kustomize reads only files under the kustomization (a symlink out of it is
-// refused too), so the base carries a copy of the annotated sample config.
-// It must stay identical: `go test ./deploy -run TestBaseConfigIsTheSample
-// -update` refreshes it.
-func TestBaseConfigIsTheSample(t *testing.T) {
+// TestConfigMapIsTheSample checks the rendered ConfigMap holds the annotated
+// sample byte for byte (the base includes config/coordinator as a resource).
+func TestConfigMapIsTheSample(t *testing.T) {
 	t.Parallel()
 	sample, err := os.ReadFile(filepath.Join("..", "config", "coordinator", configKey))
 	require.NoError(t, err)
-	copyPath := filepath.Join(dirBase, configKey)
-	if *update {
-		require.NoError(t, os.WriteFile(copyPath, sample, 0o644))
-	}
-	copied, err := os.ReadFile(copyPath)
-	require.NoError(t, err)
-	assert.Equal(t, string(sample), string(copied),
-		"deploy/base/coordinator.yaml differs from config/coordinator/coordinator.yaml: go test ./deploy -run TestBaseConfigIsTheSample -update")
+	cm := configMap(t, rendered(t, dirBase), "coordinator-config")
+	assert.Equal(t, string(sample), cm.Data[configKey])
 }
 
 // containerEnv is the lookup the coordinator gets in its container: the
