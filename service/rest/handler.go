@@ -60,6 +60,7 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	h.mux.HandleFunc("GET /readyz", h.readyz)
 	h.mux.Handle("GET /metrics", m.Handler())
+	h.mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeOpenAIError(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path, "")
 	})

@@ -1,0 +1,197 @@
+// Tests the TypeScript SDK against a live coordinator in front of
+// coordinator-sim: sdk/run-tests.sh starts both and sets
+// COORDINATOR_GRPC_ADDR. The expected token IDs and logprobs are
+// sdk/testdata/sim.json, which `go test ./sdk` keeps equal to package sim.
+//
+//	COORDINATOR_GRPC_ADDR=127.0.0.1:9090 npm test
+
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { after, before, describe, it } from "node:test";
+
+import {
+  Code,
+  ConnectError,
+  Endpoint,
+  FinishReason,
+  connect,
+  create,
+  mergeTokens,
+  GenerateRequestSchema,
+  GenerateStreamRequestSchema,
+  type CoordinatorClient,
+  type TokensRequest,
+  type TokensResponse,
+} from "../src/index.js";
+import { TokensRequestSchema } from "../gen/coordinator/v1/coordinator_pb.js";
+
+interface Fixture {
+  tokens: {
+    model: string;
+    prompt: number[];
+    n: number;
+    max_tokens: number;
+    logprobs: number;
+    temperature: number;
+    seed: number;
+    choices: {
+      index: number;
+      token_ids: number[];
+      logprobs: number[];
+      top_logprobs: { token_id: number; logprob: number }[][];
+      finish_reason: string;
+    }[];
+    usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  };
+  chat: { model: string; message: string; max_tokens: number; content: string };
+}
+
+// dist/test/sdk.test.js → sdk/testdata/sim.json
+const fixture: Fixture = JSON.parse(readFileSync(new URL("../../../testdata/sim.json", import.meta.url), "utf8"));
+const address = process.env.COORDINATOR_GRPC_ADDR ?? "";
+
+// The strict simulator wants a fresh request id per request.
+const requestId = () => `sdk-ts-${randomUUID()}`;
+
+function tokensRequest(): TokensRequest {
+  const c = fixture.tokens;
+  return create(TokensRequestSchema, {
+    model: c.model,
+    tokenIds: c.prompt,
+    sampling: { maxTokens: c.max_tokens, n: c.n, logprobs: c.logprobs, temperature: c.temperature, seed: BigInt(c.seed) },
+  });
+}
+
+// view is the choices as plain values, in the fixture's shape.
+function view(resp: TokensResponse) {
+  return resp.choices.map((ch) => ({
+    index: ch.index,
+    token_ids: ch.tokenIds,
+    logprob_ids: ch.logprobs.map((lp) => lp.tokenId),
+    logprobs: ch.logprobs.map((lp) => lp.logprob),
+    top_logprobs: ch.logprobs.map((lp) => lp.topLogprobs.map((t) => ({ token_id: t.tokenId, logprob: t.logprob }))),
+    finish_reason: `FINISH_REASON_${FinishReason[ch.finishReason]}`,
+  }));
+}
+
+// want is the fixture's choices, logprobs rounded to float32 as the wire carries them.
+function want() {
+  return fixture.tokens.choices.map((ch) => ({
+    index: ch.index,
+    token_ids: ch.token_ids,
+    logprob_ids: ch.token_ids,
+    logprobs: ch.logprobs.map(Math.fround),
+    top_logprobs: ch.top_logprobs.map((top) => top.map((t) => ({ token_id: t.token_id, logprob: Math.fround(t.logprob) }))),
+    finish_reason: ch.finish_reason,
+  }));
+}
+
+function usageOf(resp: TokensResponse) {
+  const u = resp.usage;
+  assert.ok(u, "usage is set");
+  return { prompt_tokens: u.promptTokens, completion_tokens: u.completionTokens, total_tokens: u.totalTokens };
+}
+
+describe("coordinator TypeScript SDK", { skip: address === "" ? "set COORDINATOR_GRPC_ADDR (sdk/run-tests.sh does)" : false }, () => {
+  let client: CoordinatorClient;
+  before(() => {
+    client = connect(address, { defaultTimeoutMs: 30_000 });
+  });
+  after(() => client.close());
+
+  async function generateTokens(): Promise<TokensResponse> {
+    const id = requestId();
+    const resp = await client.generate(create(GenerateRequestSchema, { requestId: id, input: { case: "tokens", value: tokensRequest() } }));
+    assert.equal(resp.requestId, id);
+    assert.equal(resp.output.case, "tokens");
+    return resp.output.value;
+  }
+
+  it("answers a tokens Generate exactly, and the same twice", async () => {
+    const first = await generateTokens();
+    assert.deepEqual(view(first), want());
+    assert.deepEqual(usageOf(first), fixture.tokens.usage);
+    assert.equal(first.promptLogprobs.length, 0);
+    // The second run takes the conditional-decode path and must answer the same.
+    const second = await generateTokens();
+    assert.deepEqual(view(second), view(first));
+  });
+
+  it("streams the same tokens as Generate", async () => {
+    const chunks = [];
+    for await (const msg of client.generateStream(
+      create(GenerateStreamRequestSchema, { requestId: requestId(), input: { case: "tokens", value: tokensRequest() } }),
+    )) {
+      chunks.push(msg);
+    }
+    assert.ok(chunks.length > 1, "the answer streams in increments");
+    const withUsage = chunks.flatMap((c, i) => (c.chunk.case === "tokens" && c.chunk.value.usage ? [i] : []));
+    assert.deepEqual(withUsage, [chunks.length - 1], "usage comes with the last chunk only");
+    const streamed = await mergeTokens(chunks);
+    assert.deepEqual(view(streamed), want());
+    assert.deepEqual(usageOf(streamed), fixture.tokens.usage);
+    assert.deepEqual(view(streamed), view(await generateTokens()));
+  });
+
+  it("answers an OpenAI chat completion body", async () => {
+    const c = fixture.chat;
+    const body = { model: c.model, max_tokens: c.max_tokens, messages: [{ role: "user", content: c.message }] };
+    const resp = await client.generate(
+      create(GenerateRequestSchema, {
+        input: {
+          case: "openai",
+          value: { endpoint: Endpoint.CHAT_COMPLETIONS, json: new TextEncoder().encode(JSON.stringify(body)) },
+        },
+      }),
+    );
+    assert.equal(resp.output.case, "openai");
+    assert.equal(resp.output.value.statusCode, 200);
+    assert.match(resp.output.value.contentType, /^application\/json/);
+    const answer = JSON.parse(new TextDecoder().decode(resp.output.value.json));
+    assert.equal(answer.object, "chat.completion");
+    assert.equal(answer.choices[0].message.content, c.content);
+    assert.equal(answer.usage.completion_tokens, c.max_tokens);
+  });
+
+  it("streams an OpenAI chat completion as server-sent event data", async () => {
+    const c = fixture.chat;
+    const body = { model: c.model, max_tokens: c.max_tokens, stream: true, messages: [{ role: "user", content: c.message }] };
+    const events: string[] = [];
+    for await (const msg of client.generateStream(
+      create(GenerateStreamRequestSchema, {
+        input: {
+          case: "openai",
+          value: { endpoint: Endpoint.CHAT_COMPLETIONS, json: new TextEncoder().encode(JSON.stringify(body)) },
+        },
+      }),
+    )) {
+      assert.equal(msg.chunk.case, "openai");
+      events.push(...msg.chunk.value.data.map((d) => new TextDecoder().decode(d)));
+    }
+    assert.equal(events.at(-1), "[DONE]");
+    const content = events
+      .slice(0, -1)
+      .flatMap((e) => JSON.parse(e).choices.map((ch: { delta: { content?: string } }) => ch.delta.content ?? ""))
+      .join("");
+    assert.equal(content, c.content);
+  });
+
+  it("rejects an invalid request with InvalidArgument naming the field", async () => {
+    const cases: [string, TokensRequest][] = [
+      ["tokens.token_ids", create(TokensRequestSchema, { model: "sim-model" })],
+      ["tokens.sampling.top_p", create(TokensRequestSchema, { model: "sim-model", tokenIds: [1, 2], sampling: { topP: 0 } })],
+    ];
+    for (const [field, tokens] of cases) {
+      await assert.rejects(
+        client.generate(create(GenerateRequestSchema, { requestId: requestId(), input: { case: "tokens", value: tokens } })),
+        (err: unknown) => {
+          assert.ok(err instanceof ConnectError, String(err));
+          assert.equal(err.code, Code.InvalidArgument);
+          assert.match(err.rawMessage, new RegExp(field.replaceAll(".", "\\.")));
+          return true;
+        },
+      );
+    }
+  });
+});
