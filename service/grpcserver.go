@@ -71,17 +71,17 @@ func NewInterceptors(log *slog.Logger) (*Interceptors, error) {
 // NewGRPCServer builds the gRPC server: the gRPC server metrics, then the
 // interceptors, on unary and streaming calls; the CoordinatorService,
 // grpc.health.v1 and server reflection. Messages may be as large as the
-// configured body cap.
-func NewGRPCServer(svc *Coordinator, chain *Interceptors, healthSrv *health.Server, m *metrics.Metrics, maxBodyBytes int64) *grpc.Server {
+// configured body cap. opts come last (grpc.Creds for TLS).
+func NewGRPCServer(svc *Coordinator, chain *Interceptors, healthSrv *health.Server, m *metrics.Metrics, maxBodyBytes int64, opts ...grpc.ServerOption) *grpc.Server {
 	limit := int(maxBodyBytes) + messageSlack
-	s := grpc.NewServer(
+	s := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(limit),
 		grpc.MaxSendMsgSize(limit),
-		grpc.InitialWindowSize(1<<20),
-		grpc.InitialConnWindowSize(4<<20),
+		grpc.InitialWindowSize(1 << 20),
+		grpc.InitialConnWindowSize(4 << 20),
 		grpc.ChainUnaryInterceptor(m.GRPC.UnaryServerInterceptor(), chain.Unary),
 		grpc.ChainStreamInterceptor(m.GRPC.StreamServerInterceptor(), chain.Stream),
-	)
+	}, opts...)...)
 	coordinatorv1.RegisterCoordinatorServiceServer(s, svc)
 	healthpb.RegisterHealthServer(s, healthSrv)
 	reflection.Register(s)

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/fx"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
@@ -17,6 +18,7 @@ import (
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/steps/upstream/tlsfiles"
 )
 
 // Module wires the gRPC side: the gateway client, the pipeline built from
@@ -34,17 +36,24 @@ var Module = fx.Module("service",
 		newInProcess,
 		NewAddresses,
 		metrics.New,
+		tlsReloads,
+		NewListenerTLS,
 	),
 	fx.Invoke(setUpTracing, serveGRPC),
 )
 
-func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) (*upstream.Client, error) {
+func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, reloads tlsfiles.Observer) (*upstream.Client, error) {
+	tlsConfig, err := gatewayTLS(cfg.Gateway, log, reloads)
+	if err != nil {
+		return nil, err
+	}
 	c, err := upstream.New(upstream.Options{
 		Log:                   log,
 		Address:               cfg.Gateway.Address,
 		MaxIdleConnsPerHost:   cfg.Gateway.MaxIdleConnsPerHost,
 		IdleConnTimeout:       cfg.Gateway.IdleConnTimeout,
 		ResponseHeaderTimeout: cfg.Gateway.Timeout,
+		TLS:                   tlsConfig,
 	})
 	if err != nil {
 		return nil, err
@@ -72,8 +81,12 @@ func newPipeline(plugins []steps.Plugin, cfg config.Config, lc fx.Lifecycle) (*s
 	return p, nil
 }
 
-func newGRPCServer(svc *Coordinator, chain *Interceptors, h *health.Server, m *metrics.Metrics, cfg config.Config) *grpc.Server {
-	return NewGRPCServer(svc, chain, h, m, cfg.Server.MaxRequestBodyBytes())
+func newGRPCServer(svc *Coordinator, chain *Interceptors, h *health.Server, m *metrics.Metrics, cfg config.Config, lt *ListenerTLS) *grpc.Server {
+	var opts []grpc.ServerOption
+	if lt.GRPC != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(lt.GRPC)))
+	}
+	return NewGRPCServer(svc, chain, h, m, cfg.Server.MaxRequestBodyBytes(), opts...)
 }
 
 // InProcess is the REST front's client of CoordinatorService: calls run the
@@ -99,7 +112,7 @@ func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, cfg config.Config, ready *Read
 				return fmt.Errorf("server.grpc_listen_addr: %w", err)
 			}
 			addrs.SetGRPC(lis.Addr().String())
-			log.Info("grpc listening", "addr", lis.Addr().String())
+			log.Info("grpc listening", "addr", lis.Addr().String(), "tls", cfg.Server.TLS.Enabled() || cfg.Server.GRPCTLS.Enabled())
 			go serve(srv, lis, log)
 			return nil
 		},

@@ -210,7 +210,7 @@ func TestFlowRenderToEncodeFeatures(t *testing.T) {
 	})
 	gw := workers(t)
 	client := phaseClient(t, gw.URL)
-	plugins := []steps.Plugin{steps.NewRenderPlugin(), steps.NewEncodePlugin(client, phaseECSet(t)), steps.NewPrefillPlugin(client, phaseKVSet(t), phaseECSet(t))}
+	plugins := []steps.Plugin{steps.NewRenderPlugin(steps.RenderDeps{}), steps.NewEncodePlugin(client, phaseECSet(t)), steps.NewPrefillPlugin(client, phaseKVSet(t), phaseECSet(t))}
 	p, err := steps.NewPipeline(plugins, []steps.StepConfig{
 		{Type: steps.RenderType, Params: map[string]any{"address": render.URL}},
 		{Type: steps.EncodeType},

@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/url"
 	"time"
 
+	"go.uber.org/fx"
+
 	"github.com/coordinator-project/coordinator/steps/jsonbody"
 	"github.com/coordinator-project/coordinator/steps/params"
 	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/steps/upstream/tlsfiles"
 )
 
 // RenderType is the render step's config name.
@@ -63,6 +67,9 @@ type renderParams struct {
 	// MaxTotalPlaceholderTokens rejects prompts whose image placeholders add
 	// up to more tokens (400). 0: unlimited.
 	MaxTotalPlaceholderTokens int `param:"max_total_placeholder_tokens"`
+	// TLS is the https client's CAs, certificate and server name, reloaded
+	// when the files change; only with an https address.
+	TLS tlsfiles.ClientConfig `param:"tls"`
 }
 
 func defaultRenderParams() renderParams {
@@ -78,7 +85,8 @@ func (p *renderParams) Validate() error {
 	if p.Address == "" {
 		return errors.New("address: required (the render service's URL, e.g. http://localhost:8000)")
 	}
-	if u, err := url.Parse(p.Address); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, err := url.Parse(p.Address)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("address: must be an http(s) URL with a host, got %q", p.Address)
 	}
 	switch {
@@ -92,13 +100,31 @@ func (p *renderParams) Validate() error {
 		return fmt.Errorf("max_total_tokens: must not be negative, got %d", p.MaxTotalTokens)
 	case p.MaxTotalPlaceholderTokens < 0:
 		return fmt.Errorf("max_total_placeholder_tokens: must not be negative, got %d", p.MaxTotalPlaceholderTokens)
+	case p.TLS.Enabled() && u.Scheme != "https":
+		return fmt.Errorf("tls: set but address %q is not https", p.Address)
+	}
+	if err := p.TLS.Validate(); err != nil {
+		return fmt.Errorf("tls.%w", err)
 	}
 	return nil
 }
 
+// renderTLSFileSet names the render client's TLS files in logs and metrics.
+const renderTLSFileSet = "render.tls"
+
+// RenderDeps are the render step's optional dependencies: where its TLS
+// files' reloads (and an insecure_skip_verify warning) are reported.
+type RenderDeps struct {
+	fx.In
+	// Log gets the TLS reload lines; nil discards them.
+	Log *slog.Logger `optional:"true"`
+	// TLSReloads counts the TLS reloads (file set render.tls); nil: none.
+	TLSReloads tlsfiles.Observer `optional:"true"`
+}
+
 // NewRenderPlugin registers the render step type. Each render step builds
 // its own client to the render service from its params.
-func NewRenderPlugin() Plugin {
+func NewRenderPlugin(deps RenderDeps) Plugin {
 	return Plugin{Type: RenderType, New: func(raw map[string]any) (Step, error) {
 		p := defaultRenderParams()
 		if err := params.Decode(raw, &p); err != nil {
@@ -107,12 +133,20 @@ func NewRenderPlugin() Plugin {
 		if err := p.Validate(); err != nil {
 			return nil, err
 		}
-		client, err := upstream.New(upstream.Options{
+		opts := upstream.Options{
 			Address:             p.Address,
 			MaxIdleConnsPerHost: p.MaxIdleConnsPerHost,
 			IdleConnTimeout:     p.IdleConnTimeout,
 			Timeout:             p.Timeout,
-		})
+		}
+		if p.TLS.Enabled() {
+			files, err := tlsfiles.NewClient(p.TLS, tlsfiles.Options{Name: renderTLSFileSet, Log: deps.Log, Observer: deps.TLSReloads})
+			if err != nil {
+				return nil, fmt.Errorf("tls.%w", err)
+			}
+			opts.TLS = files.TLSConfig
+		}
+		client, err := upstream.New(opts)
 		if err != nil {
 			return nil, err
 		}

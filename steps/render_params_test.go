@@ -16,7 +16,7 @@ func newRender(t *testing.T, address string, extra map[string]any) steps.Step {
 	t.Helper()
 	p := map[string]any{"address": address}
 	maps.Copy(p, extra)
-	step, err := steps.NewRenderPlugin().New(p)
+	step, err := steps.NewRenderPlugin(steps.RenderDeps{}).New(p)
 	require.NoError(t, err)
 	t.Cleanup(step.(*steps.Render).Close)
 	return step
@@ -65,7 +65,7 @@ func TestRenderParams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			step, err := steps.NewRenderPlugin().New(tt.params)
+			step, err := steps.NewRenderPlugin(steps.RenderDeps{}).New(tt.params)
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 
+	"go.uber.org/dig"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 
@@ -38,7 +39,9 @@ func main() {
 	}
 	app := fx.New(App(cfg, service.NewLogger(os.Stderr, cfg.LogLevel)))
 	if err := app.Err(); err != nil {
-		fmt.Fprintf(os.Stderr, "coordinator: %v\n", err)
+		// The constructor's own error ("server.tls.cert_file: open ..."),
+		// without fx's chain of the types it was building.
+		fmt.Fprintf(os.Stderr, "coordinator: %v\n", dig.RootCause(err))
 		os.Exit(1)
 	}
 	app.Run()

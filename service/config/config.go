@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/coordinator-project/coordinator/steps/upstream/tlsfiles"
 )
 
 // Config is the whole config file. Keys are the `param` tags; every scalar key
@@ -80,6 +82,15 @@ type Server struct {
 	// bodies get 413. Key server.max_request_body_size, default 64 (0 means
 	// the default), env COORDINATOR_SERVER_MAX_REQUEST_BODY_SIZE.
 	MaxRequestBodySize int `param:"max_request_body_size"`
+	// TLS serves the REST listener over TLS (HTTP/2 by ALPN), with mutual
+	// TLS when client_auth asks for it (coordinator extension). Keys
+	// server.tls.{cert_file,key_file,client_ca_file,client_auth}; absent:
+	// plaintext (HTTP/1.1 and h2c).
+	TLS tlsfiles.ServerConfig `param:"tls"`
+	// GRPCTLS is TLS for the gRPC listener, same keys (coordinator
+	// extension). Key server.grpc_tls; absent: the gRPC listener uses
+	// server.tls.
+	GRPCTLS tlsfiles.ServerConfig `param:"grpc_tls"`
 }
 
 // Gateway configures the HTTP client the phase steps use to reach the
@@ -98,6 +109,11 @@ type Gateway struct {
 	// Timeout is the response-header timeout of each outbound call; body
 	// streaming is not bounded by it. Key gateway.timeout, default 60s.
 	Timeout time.Duration `param:"timeout"`
+	// TLS is the https client's CAs, client certificate (mutual TLS) and
+	// server name (coordinator extension). Keys
+	// gateway.tls.{ca_file,cert_file,key_file,server_name,insecure_skip_verify};
+	// only with an https address; absent: Go's defaults.
+	TLS tlsfiles.ClientConfig `param:"tls"`
 }
 
 // Pipeline is the ordered list of steps and the pipeline-wide values the
@@ -210,6 +226,12 @@ func (s Server) validate() error {
 	case n > maxMaxRequestBodySize:
 		return fmt.Errorf("server.max_request_body_size must be at most %d, got %d", maxMaxRequestBodySize, n)
 	}
+	if err := s.TLS.Validate(); err != nil {
+		return fmt.Errorf("server.tls.%w", err)
+	}
+	if err := s.GRPCTLS.Validate(); err != nil {
+		return fmt.Errorf("server.grpc_tls.%w", err)
+	}
 	return positive(
 		keyed{"server.read_timeout", s.ReadTimeout},
 		keyed{"server.write_timeout", s.WriteTimeout},
@@ -227,6 +249,12 @@ func (g Gateway) validate() error {
 	}
 	if g.MaxIdleConnsPerHost < 0 {
 		return fmt.Errorf("gateway.max_idle_conns_per_host: must not be negative, got %d", g.MaxIdleConnsPerHost)
+	}
+	if g.TLS.Enabled() && u.Scheme != "https" {
+		return fmt.Errorf("gateway.tls: set but gateway.address %q is not https", g.Address)
+	}
+	if err := g.TLS.Validate(); err != nil {
+		return fmt.Errorf("gateway.tls.%w", err)
 	}
 	return positive(
 		keyed{"gateway.idle_conn_timeout", g.IdleConnTimeout},

@@ -1,7 +1,8 @@
 // Package metrics holds the coordinator's Prometheus metrics: requests,
 // latency and time to first token by API and endpoint, steps by outcome,
 // legs by phase and upstream status, in-flight requests and streams,
-// conditional-decode hits, bytes in and out, and the gRPC server's own.
+// conditional-decode hits, bytes in and out, TLS file reloads, and the gRPC
+// server's own.
 // They live on a registry of their own, served at /metrics on the REST port.
 package metrics
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/steps/upstream/tlsfiles"
 )
 
 // APIs: how a request arrived.
@@ -43,6 +45,7 @@ type Metrics struct {
 	inFlight    *prometheus.GaugeVec
 	conditional *prometheus.CounterVec
 	bytes       *prometheus.CounterVec
+	tlsReloads  *prometheus.CounterVec
 	// GRPC are the gRPC server's per-method metrics; its interceptors go
 	// on the server.
 	GRPC *grpcprom.ServerMetrics
@@ -85,9 +88,13 @@ func New() *Metrics {
 			Name: "coordinator_body_bytes_total",
 			Help: "Request and answer body bytes by API and direction (in, out).",
 		}, []string{"api", "direction"}),
+		tlsReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinator_tls_reloads_total",
+			Help: "Reloads of changed TLS files by file set (server.tls, server.grpc_tls, gateway.tls, render.tls) and result (ok, error: the previous files stay in use).",
+		}, []string{"file_set", "result"}),
 		GRPC: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(requestBuckets))),
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.ttft, m.steps, m.legs, m.inFlight, m.conditional, m.bytes, m.GRPC,
+	m.registry.MustRegister(m.requests, m.duration, m.ttft, m.steps, m.legs, m.inFlight, m.conditional, m.bytes, m.tlsReloads, m.GRPC,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -150,4 +157,12 @@ func (m *Metrics) LegDone(r upstream.LegResult) {
 	m.legs.WithLabelValues(r.Phase, strconv.Itoa(r.StatusCode)).Observe(r.Duration.Seconds())
 }
 
-var _ upstream.Observer = (*Metrics)(nil)
+// TLSReload implements tlsfiles.Observer.
+func (m *Metrics) TLSReload(fileSet, result string) {
+	m.tlsReloads.WithLabelValues(fileSet, result).Inc()
+}
+
+var (
+	_ upstream.Observer = (*Metrics)(nil)
+	_ tlsfiles.Observer = (*Metrics)(nil)
+)

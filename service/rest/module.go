@@ -49,10 +49,13 @@ func NewServer(h http.Handler, cfg config.Server) *http.Server {
 	return srv
 }
 
-// serveHTTP listens at start (a busy port fails startup) and drains for up
-// to server.shutdown_timeout at stop.
-func serveHTTP(lc fx.Lifecycle, h *Handler, cfg config.Config, addrs *service.Addresses, log *slog.Logger) {
+// serveHTTP listens at start (a busy port fails startup), over TLS when
+// server.tls is set, and drains for up to server.shutdown_timeout at stop.
+func serveHTTP(lc fx.Lifecycle, h *Handler, cfg config.Config, addrs *service.Addresses, lt *service.ListenerTLS, log *slog.Logger) {
 	srv := NewServer(h, cfg.Server)
+	if lt.REST != nil {
+		withTLS(srv, lt.REST, log)
+	}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
 			lis, err := net.Listen("tcp", cfg.Server.ListenAddr)
@@ -60,9 +63,9 @@ func serveHTTP(lc fx.Lifecycle, h *Handler, cfg config.Config, addrs *service.Ad
 				return fmt.Errorf("server.listen_addr: %w", err)
 			}
 			addrs.SetREST(lis.Addr().String())
-			log.Info("rest listening", "addr", lis.Addr().String())
+			log.Info("rest listening", "addr", lis.Addr().String(), "tls", lt.REST != nil)
 			go func() {
-				if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				if err := serveOn(srv, lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error("rest serve", "error", err)
 				}
 			}()

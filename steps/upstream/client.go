@@ -6,6 +6,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +48,13 @@ type Options struct {
 	// Log, if set, gets one line per leg at trace level with the redacted
 	// headers and body (see RedactBody); nothing is logged above trace.
 	Log *slog.Logger
+	// TLS, if set, gives the TLS config of each new connection to an https
+	// address. It is called once per dial and its result is not kept, so
+	// certificates and CAs reloaded from disk (see tlsfiles.Client) apply
+	// from the next connection on. The client fills in an empty ServerName
+	// with the address's host and offers h2 and http/1.1 by ALPN. Nil: Go's
+	// defaults (the system's CAs, no client certificate).
+	TLS func() *tls.Config
 }
 
 // Client posts legs to one base URL over one keep-alive pool. It ignores
@@ -64,12 +72,14 @@ func New(o Options) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("upstream: address must be an http(s) URL with a host, got %q", o.Address)
 	}
+	dialer := &net.Dialer{
+		Timeout:   30 * time.Second,
+		KeepAlive: 30 * time.Second,
+	}
 	transport := &http.Transport{
-		Proxy: nil,
-		DialContext: (&net.Dialer{
-			Timeout:   30 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		Proxy:                 nil,
+		DialContext:           dialer.DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          0, // no global cap: MaxIdleConnsPerHost bounds the single host
 		MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
@@ -79,11 +89,36 @@ func New(o Options) (*Client, error) {
 		// decompress every streamed event for nothing.
 		DisableCompression: true,
 	}
+	if o.TLS != nil {
+		transport.DialTLSContext = dialTLS(dialer, o.TLS)
+	}
 	return &Client{
 		base: strings.TrimSuffix(o.Address, "/"),
 		http: &http.Client{Transport: transport, Timeout: o.Timeout},
 		log:  o.Log,
 	}, nil
+}
+
+// dialTLS dials with a config from tlsConfig per connection: a fresh one, so
+// a reloaded CA bundle or client certificate is used from the next
+// connection on, and verification stays Go's own. The dialer's timeout
+// bounds the connect and the handshake together. With ForceAttemptHTTP2 the
+// transport speaks HTTP/2 on connections that negotiated h2.
+func dialTLS(d *net.Dialer, tlsConfig func() *tls.Config) func(context.Context, string, string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		cfg := tlsConfig().Clone()
+		if cfg.ServerName == "" {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				host = addr
+			}
+			cfg.ServerName = host
+		}
+		if len(cfg.NextProtos) == 0 {
+			cfg.NextProtos = []string{"h2", "http/1.1"}
+		}
+		return (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, network, addr)
+	}
 }
 
 // Close releases idle connections.
