@@ -54,9 +54,14 @@ build: ## Build the coordinator and the simulator into bin/.
 	go build -o $(BIN)/coordinator ./cmd/coordinator
 	go build -o $(BIN)/coordinator-sim ./cmd/coordinator-sim
 
+.PHONY: test-deps
+test-deps: ## Install what the tests need and the machine lacks (Debian: redis-server, protoc, grpcio).
+	@bash .ci/test-deps
+
 .PHONY: test
-test: ## Run every test with the race detector.
+test: test-deps ## Run every test: Go (race detector), then the SDKs and examples against a live coordinator.
 	$(GO_TEST) ./...
+	bash sdk/run-tests.sh
 
 .PHONY: lint
 lint: $(BUF) ## go vet, gofmt and buf lint.
