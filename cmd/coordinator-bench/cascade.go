@@ -67,6 +67,26 @@ func (f *fleet) startCascade(ctx context.Context, coordinatorBin, simBin string)
 	return []target{decode, cascade}, nil
 }
 
+// preflights builds the template of each cascade scenario (into scs) and
+// runs its preflight, stopping at the first failure.
+func (l *loader) preflights(ctx context.Context, scs []scenario, targets []target, progress io.Writer) ([]preflight, error) {
+	var out []preflight
+	for i := range scs {
+		sc := &scs[i]
+		var err error
+		if sc.template, err = sc.newTemplate(); err != nil {
+			return out, fmt.Errorf("%s: %w", sc.name, err)
+		}
+		fmt.Fprintf(progress, "preflight %s...\n", sc.name)
+		pf, err := l.preflight(ctx, *sc, targets)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", sc.name, err)
+		}
+		out = append(out, pf)
+	}
+	return out, nil
+}
+
 // preflight is what the checks before a cascade scenario found.
 type preflight struct {
 	Scenario     string `json:"scenario"`

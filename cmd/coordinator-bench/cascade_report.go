@@ -13,7 +13,7 @@ import (
 // writeCascadeHeader describes the cascade scenarios and what their
 // preflight found.
 func writeCascadeHeader(w io.Writer, o options, preflights []preflight) {
-	fmt.Fprintf(w, "cascade scenarios: a second simulator (%s, --strict=true: every leg checked against the wire contract) with its render service;\n", cascadeSimName)
+	fmt.Fprintf(w, "\ncascade scenarios: a second simulator (%s, --strict=true: every leg checked against the wire contract) with its render service;\n", cascadeSimName)
 	fmt.Fprintf(w, "  coordinators: %s = %s with %s and %s (config/dev.yaml), %s = %s; log_level 1\n",
 		cascadeName, strings.Join(cascadePipeline.steps, " > "), cascadePipeline.kv, cascadePipeline.ec,
 		decodeOnlyName, strings.Join(decodeOnly.steps, " > "))

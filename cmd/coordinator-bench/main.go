@@ -182,26 +182,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		rounds:      o.rounds,
 		maxRequests: o.maxRequests,
 	}
-	var preflights []preflight
-	for i := range cascadeScenarios {
-		sc := &cascadeScenarios[i]
-		if sc.template, err = sc.newTemplate(); err != nil {
-			return fmt.Errorf("%s: %w", sc.name, err)
-		}
-		fmt.Fprintf(stderr, "preflight %s...\n", sc.name)
-		pf, err := l.preflight(ctx, *sc, cascadeTargets)
-		if err != nil {
-			return fmt.Errorf("%s: %w", sc.name, err)
-		}
-		preflights = append(preflights, pf)
-	}
 	if o.perfPath != "" {
 		if err := env.startPerf(o.perfPath, all); err != nil {
 			return err
 		}
 	}
 
-	writeHeader(stdout, o, hopScenarios, preflights)
+	writeHeader(stdout, o, hopScenarios)
 	var cells []*cell
 	failed := 0
 	measure := func(sc scenario, concurrency []int, targets []target) {
@@ -225,8 +212,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, sc := range hopScenarios {
 		measure(sc, o.concurrency, []target{direct, proxy, coordinators[sc.pipeline.key()]})
 	}
-	for _, sc := range cascadeScenarios {
-		measure(sc, o.cascadeConcurrency, cascadeTargets)
+	// The cascade's preflight runs only now, so that the hop scenarios
+	// above run next to idle cascade processes that never served anything.
+	var (
+		preflights   []preflight
+		preflightErr error
+	)
+	if len(cascadeScenarios) > 0 && ctx.Err() == nil {
+		preflights, preflightErr = l.preflights(ctx, cascadeScenarios, cascadeTargets, stderr)
+		writeCascadeHeader(stdout, o, preflights)
+		if preflightErr != nil && ctx.Err() == nil {
+			fmt.Fprintf(stdout, "\n== cascade scenarios ==\nABORTED: %v\n", preflightErr)
+		}
+	}
+	if preflightErr == nil {
+		for _, sc := range cascadeScenarios {
+			measure(sc, o.cascadeConcurrency, cascadeTargets)
+		}
 	}
 	perfErr := env.stopPerf()
 	if ctx.Err() != nil {
@@ -244,6 +246,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.perfPath != "" {
 		fmt.Fprintf(stdout, "\nperf profile of the coordinator: perf report -i %s\n", o.perfPath)
+	}
+	if preflightErr != nil {
+		return preflightErr
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d cells failed", failed, len(cells))

@@ -15,7 +15,7 @@ import (
 // byte at most this many times the bare proxy's.
 const maxAddedRatio = 1.5
 
-func writeHeader(w io.Writer, o options, hop []scenario, preflights []preflight) {
+func writeHeader(w io.Writer, o options, hop []scenario) {
 	fmt.Fprintf(w, "coordinator-bench: %s %s/%s, %d CPUs, GOMAXPROCS %d, everything on 127.0.0.1\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	if len(hop) > 0 {
@@ -27,9 +27,6 @@ func writeHeader(w io.Writer, o options, hop []scenario, preflights []preflight)
 	fmt.Fprintf(w, "CPU: utime+stime of each process from /proc/<pid>/stat (USER_HZ %d) over the measured phases, per request;\n", clockTicks)
 	fmt.Fprintf(w, "  hop = the proxy or coordinator process, sim = the simulator, client = this load generator;\n")
 	fmt.Fprintf(w, "  hop syscalls = its read and write system calls (syscr+syscw in /proc/<pid>/io) per request\n")
-	if len(preflights) > 0 {
-		writeCascadeHeader(w, o, preflights)
-	}
 }
 
 // writeCell prints one scenario at one concurrency.
