@@ -76,5 +76,6 @@ run: build ## Start the simulator and the coordinator on config/dev.yaml (REST :
 	$(BIN)/coordinator --config config/dev.yaml
 
 .PHONY: bench
-bench: ## Benchmark the coordinator against a bare reverse proxy (p50/p99, CPU per request).
-	go run ./cmd/coordinator-bench
+bench: ## Benchmarks: coordinator vs a bare reverse proxy (TTFB, CPU), the cascade, rollout tokens/s over gRPC.
+	go run ./cmd/coordinator-bench $(BENCH_ARGS)
+	go test -run '^$$' -bench 'Rollout|REST' -benchtime 20x ./cmd/coordinator
