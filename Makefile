@@ -78,4 +78,4 @@ run: build ## Start the simulator and the coordinator on config/dev.yaml (REST :
 .PHONY: bench
 bench: ## Benchmarks: coordinator vs a bare reverse proxy (TTFB, CPU), the cascade, rollout tokens/s over gRPC.
 	go run ./cmd/coordinator-bench $(BENCH_ARGS)
-	go test -run '^$$' -bench 'Rollout|REST' -benchtime 20x ./cmd/coordinator
+	go test -run '^$$' -bench 'Rollout|REST|TracingCost' -benchtime 20x ./cmd/coordinator
