@@ -274,6 +274,15 @@ func (r *Render) renderPrompt(ctx context.Context, rc *RequestContext, obj *json
 
 // tokenPrompt takes a token-array prompt as the token IDs, unchanged.
 func (r *Render) tokenPrompt(rc *RequestContext, prompt []byte) error {
+	// The common case in one pass; any fault is reported by the walk below,
+	// which checks the limit before the elements, as the reference does.
+	if ids, err := jsonbody.Uint32s(prompt); err == nil {
+		if err := r.checkTokens(len(ids)); err != nil {
+			return err
+		}
+		rc.TokenIDs = ids
+		return nil
+	}
 	elems, err := jsonbody.ParseArray(prompt)
 	if err != nil {
 		return Invalidf("prompt: %v", err) // unreachable: the body was validated
