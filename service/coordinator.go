@@ -1,7 +1,8 @@
 // Package service is the coordinator's inbound side: the gRPC server and
 // its CoordinatorService, which builds each request's context, runs the
 // pipeline and maps the outcome to a gRPC status. The REST front
-// (service/rest) reaches it through a gRPC client connection.
+// (service/rest) reaches it through the in-process Channel, which runs the
+// same interceptors as the network server.
 package service
 
 import (
@@ -11,12 +12,11 @@ import (
 	"strings"
 	"time"
 
+	otelcodes "go.opentelemetry.io/otel/codes"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-
-	otelcodes "go.opentelemetry.io/otel/codes"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service/apierror"
