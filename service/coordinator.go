@@ -178,7 +178,7 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 	}
 	rc := &steps.RequestContext{
 		RequestID: id,
-		Format:    formatOf(in.GetEndpoint()),
+		Format:    FormatOf(in.GetEndpoint()),
 		Header:    forwardedHeaders(ctx),
 		Body:      in.GetJson(),
 	}
@@ -191,7 +191,8 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 	return rc, nil
 }
 
-func formatOf(e coordinatorv1.Endpoint) steps.Format {
+// FormatOf is the pipeline format of an OpenAI endpoint.
+func FormatOf(e coordinatorv1.Endpoint) steps.Format {
 	switch e {
 	case coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS:
 		return steps.FormatChat

@@ -84,7 +84,7 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 // according to the body's "stream". It counts the request in the metrics
 // with the status the client got.
 func (h *Handler) inference(endpoint coordinatorv1.Endpoint) http.Handler {
-	name := endpointName(endpoint)
+	name := service.FormatOf(endpoint).String()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w}
@@ -133,18 +133,6 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, endpoin
 	h.holdOpen(w, r)
 	r.Body = &requestBody{endpoint: endpoint, requestID: id, data: data}
 	h.gateway.ServeHTTP(w, r)
-}
-
-// endpointName labels an endpoint in metrics, as steps.Format does.
-func endpointName(e coordinatorv1.Endpoint) string {
-	switch e {
-	case coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS:
-		return "chat"
-	case coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS:
-		return "completions"
-	default:
-		return "generate"
-	}
 }
 
 // outgoingHeader lets the step timings out as Server-Timing; no other call
