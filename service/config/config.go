@@ -78,6 +78,29 @@ type Server struct {
 	// ShutdownTimeout bounds the drain on SIGINT/SIGTERM.
 	// Key server.shutdown_timeout, default 25s.
 	ShutdownTimeout time.Duration `param:"shutdown_timeout"`
+	// ReadHeaderTimeout bounds reading a request's headers (slowloris).
+	// Key server.read_header_timeout, default 10s.
+	ReadHeaderTimeout time.Duration `param:"read_header_timeout"`
+	// MaxHeaderBytes caps a request's header block, in bytes; larger gets
+	// 431. Key server.max_header_bytes, default 262144 (256 KiB).
+	MaxHeaderBytes int `param:"max_header_bytes"`
+	// StreamWriteTimeout bounds each write of a streamed answer to the
+	// client: a reader that takes longer has its stream ended and its legs
+	// cancelled. Key server.stream_write_timeout, default 30s.
+	StreamWriteTimeout time.Duration `param:"stream_write_timeout"`
+	// MaxConcurrentRequests caps the requests in flight across REST and
+	// gRPC (streams included); past it a request gets 429 (gRPC
+	// RESOURCE_EXHAUSTED) with Retry-After. Key
+	// server.max_concurrent_requests, default 4096, 0 means no limit.
+	MaxConcurrentRequests int `param:"max_concurrent_requests"`
+	// MaxConcurrentStreams caps the streaming requests in flight, within
+	// MaxConcurrentRequests. Key server.max_concurrent_streams, default
+	// 2048, 0 means no limit.
+	MaxConcurrentStreams int `param:"max_concurrent_streams"`
+	// RetryAfter is the wait a refused (429, or 503 while shutting down)
+	// client is told, in whole seconds rounded up. Key server.retry_after,
+	// default 1s.
+	RetryAfter time.Duration `param:"retry_after"`
 	// MaxRequestBodySize caps a request body, in megabytes (MiB); larger
 	// bodies get 413. Key server.max_request_body_size, default 64 (0 means
 	// the default), env COORDINATOR_SERVER_MAX_REQUEST_BODY_SIZE.
@@ -109,11 +132,37 @@ type Gateway struct {
 	// Timeout is the response-header timeout of each outbound call; body
 	// streaming is not bounded by it. Key gateway.timeout, default 60s.
 	Timeout time.Duration `param:"timeout"`
+	// ConnectTimeout bounds opening a connection (dial and TLS handshake).
+	// Key gateway.connect_timeout, default 10s (coordinator extension).
+	ConnectTimeout time.Duration `param:"connect_timeout"`
+	// StreamIdleTimeout bounds the silence between two reads of a leg's
+	// answer body (between stream events): a worker that stops sending is
+	// cut, one that keeps sending never is. Key gateway.stream_idle_timeout,
+	// default 120s, 0 means no bound (coordinator extension).
+	StreamIdleTimeout time.Duration `param:"stream_idle_timeout"`
+	// Retry is the retry policy of the idempotent legs (encode, prefill)
+	// (coordinator extension).
+	Retry Retry `param:"retry"`
 	// TLS is the https client's CAs, client certificate (mutual TLS) and
 	// server name (coordinator extension). Keys
 	// gateway.tls.{ca_file,cert_file,key_file,server_name,insecure_skip_verify};
 	// only with an https address; absent: Go's defaults.
 	TLS tlsfiles.ClientConfig `param:"tls"`
+}
+
+// Retry is a capped exponential backoff with full jitter for legs that can
+// safely be sent again: on a connection error (refused, reset before an
+// answer) or a 502/503 answer, within the request's deadline. Decode is
+// never retried.
+type Retry struct {
+	// MaxAttempts counts the first try; 1 turns retries off. Key
+	// gateway.retry.max_attempts, default 3.
+	MaxAttempts int `param:"max_attempts"`
+	// InitialBackoff is the first wait's cap; each next cap doubles. Key
+	// gateway.retry.initial_backoff, default 50ms.
+	InitialBackoff time.Duration `param:"initial_backoff"`
+	// MaxBackoff caps any wait. Key gateway.retry.max_backoff, default 1s.
+	MaxBackoff time.Duration `param:"max_backoff"`
 }
 
 // Pipeline is the ordered list of steps and the pipeline-wide values the
@@ -167,11 +216,21 @@ func Default() Config {
 			WriteTimeout:       120 * time.Second,
 			ShutdownTimeout:    25 * time.Second,
 			MaxRequestBodySize: defaultMaxRequestBodySize,
+
+			ReadHeaderTimeout:     10 * time.Second,
+			MaxHeaderBytes:        256 << 10,
+			StreamWriteTimeout:    30 * time.Second,
+			MaxConcurrentRequests: 4096,
+			MaxConcurrentStreams:  2048,
+			RetryAfter:            time.Second,
 		},
 		Gateway: Gateway{
 			MaxIdleConnsPerHost: 100,
 			IdleConnTimeout:     90 * time.Second,
 			Timeout:             60 * time.Second,
+			ConnectTimeout:      10 * time.Second,
+			StreamIdleTimeout:   120 * time.Second,
+			Retry:               Retry{MaxAttempts: 3, InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second},
 		},
 		Pipeline: Pipeline{UseOpenAIFormat: true},
 		Tracing:  Tracing{Protocol: "grpc", SampleRatio: 1, ServiceName: "coordinator"},
@@ -225,6 +284,12 @@ func (s Server) validate() error {
 		return fmt.Errorf("server.max_request_body_size must be positive, got %d", n)
 	case n > maxMaxRequestBodySize:
 		return fmt.Errorf("server.max_request_body_size must be at most %d, got %d", maxMaxRequestBodySize, n)
+	case s.MaxHeaderBytes < 1024:
+		return fmt.Errorf("server.max_header_bytes: must be at least 1024, got %d", s.MaxHeaderBytes)
+	case s.MaxConcurrentRequests < 0:
+		return fmt.Errorf("server.max_concurrent_requests: must not be negative, got %d", s.MaxConcurrentRequests)
+	case s.MaxConcurrentStreams < 0:
+		return fmt.Errorf("server.max_concurrent_streams: must not be negative, got %d", s.MaxConcurrentStreams)
 	}
 	if err := s.TLS.Validate(); err != nil {
 		return fmt.Errorf("server.tls.%w", err)
@@ -236,6 +301,9 @@ func (s Server) validate() error {
 		keyed{"server.read_timeout", s.ReadTimeout},
 		keyed{"server.write_timeout", s.WriteTimeout},
 		keyed{"server.shutdown_timeout", s.ShutdownTimeout},
+		keyed{"server.read_header_timeout", s.ReadHeaderTimeout},
+		keyed{"server.stream_write_timeout", s.StreamWriteTimeout},
+		keyed{"server.retry_after", s.RetryAfter},
 	)
 }
 
@@ -256,9 +324,29 @@ func (g Gateway) validate() error {
 	if err := g.TLS.Validate(); err != nil {
 		return fmt.Errorf("gateway.tls.%w", err)
 	}
+	if g.StreamIdleTimeout < 0 {
+		return fmt.Errorf("gateway.stream_idle_timeout: must not be negative, got %s", g.StreamIdleTimeout)
+	}
+	if err := g.Retry.validate("gateway.retry"); err != nil {
+		return err
+	}
 	return positive(
 		keyed{"gateway.idle_conn_timeout", g.IdleConnTimeout},
 		keyed{"gateway.timeout", g.Timeout},
+		keyed{"gateway.connect_timeout", g.ConnectTimeout},
+	)
+}
+
+func (r Retry) validate(key string) error {
+	switch {
+	case r.MaxAttempts < 1:
+		return fmt.Errorf("%s.max_attempts: must be at least 1, got %d", key, r.MaxAttempts)
+	case r.InitialBackoff > r.MaxBackoff:
+		return fmt.Errorf("%s.initial_backoff: must not exceed max_backoff (%s), got %s", key, r.MaxBackoff, r.InitialBackoff)
+	}
+	return positive(
+		keyed{key + ".initial_backoff", r.InitialBackoff},
+		keyed{key + ".max_backoff", r.MaxBackoff},
 	)
 }
 

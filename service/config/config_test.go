@@ -30,23 +30,43 @@ func env(vars map[string]string) func(string) (string, bool) {
 }
 
 // reference is what the reference sample config loads to.
+// withServerExtensions sets our server keys (not in the reference) to
+// their defaults.
+func withServerExtensions(s config.Server) config.Server {
+	s.ReadHeaderTimeout = 10 * time.Second
+	s.MaxHeaderBytes = 256 << 10
+	s.StreamWriteTimeout = 30 * time.Second
+	s.MaxConcurrentRequests = 4096
+	s.MaxConcurrentStreams = 2048
+	s.RetryAfter = time.Second
+	return s
+}
+
+// withGatewayExtensions sets our gateway keys to their defaults.
+func withGatewayExtensions(g config.Gateway) config.Gateway {
+	g.ConnectTimeout = 10 * time.Second
+	g.StreamIdleTimeout = 120 * time.Second
+	g.Retry = config.Retry{MaxAttempts: 3, InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second}
+	return g
+}
+
 func reference() config.Config {
 	return config.Config{
 		LogLevel: 2,
-		Server: config.Server{
+		Server: withServerExtensions(config.Server{
 			ListenAddr:         ":8080",
 			GRPCListenAddr:     ":9090",
 			ReadTimeout:        30 * time.Second,
 			WriteTimeout:       120 * time.Second,
 			ShutdownTimeout:    25 * time.Second,
 			MaxRequestBodySize: 64,
-		},
-		Gateway: config.Gateway{
+		}),
+		Gateway: withGatewayExtensions(config.Gateway{
 			Address:             "http://inference-gateway:80",
 			MaxIdleConnsPerHost: 200,
 			IdleConnTimeout:     90 * time.Second,
 			Timeout:             60 * time.Second,
-		},
+		}),
 		Pipeline: config.Pipeline{
 			KVConnector:     "kv-shared-storage",
 			ECConnector:     "ec-shared-storage",
@@ -123,19 +143,19 @@ func TestParseDefaults(t *testing.T) {
 
 	assert.Equal(t, config.Config{
 		LogLevel: 2,
-		Server: config.Server{
+		Server: withServerExtensions(config.Server{
 			ListenAddr:         ":8080",
 			GRPCListenAddr:     ":9090",
 			ReadTimeout:        30 * time.Second,
 			WriteTimeout:       120 * time.Second,
 			ShutdownTimeout:    25 * time.Second,
 			MaxRequestBodySize: 64,
-		},
-		Gateway: config.Gateway{
+		}),
+		Gateway: withGatewayExtensions(config.Gateway{
 			MaxIdleConnsPerHost: 100,
 			IdleConnTimeout:     90 * time.Second,
 			Timeout:             60 * time.Second,
-		},
+		}),
 		Pipeline: config.Pipeline{UseOpenAIFormat: true},
 		Tracing:  config.Tracing{Protocol: "grpc", SampleRatio: 1, ServiceName: "coordinator"},
 	}, config.Default(), "the defaults of compat §2.2, and tracing off")
@@ -355,6 +375,14 @@ func TestParseErrors(t *testing.T) {
 		{name: "idle conns negative", yaml: minimal + "  max_idle_conns_per_host: -1", err: "gateway.max_idle_conns_per_host: must not be negative, got -1"},
 		{name: "idle conn timeout zero", yaml: minimal + "  idle_conn_timeout: 0s", err: "gateway.idle_conn_timeout: must be positive, got 0s"},
 		{name: "gateway timeout zero", yaml: minimal + "  timeout: 0s", err: "gateway.timeout: must be positive, got 0s"},
+		{name: "connect timeout zero", yaml: minimal + "  connect_timeout: 0s", err: "gateway.connect_timeout: must be positive, got 0s"},
+		{name: "stream idle negative", yaml: minimal + "  stream_idle_timeout: -1s", err: "gateway.stream_idle_timeout: must not be negative, got -1s"},
+		{name: "retry attempts zero", yaml: minimal + "  retry: {max_attempts: 0}", err: "gateway.retry.max_attempts: must be at least 1, got 0"},
+		{name: "retry backoff inverted", yaml: minimal + "  retry: {initial_backoff: 2s, max_backoff: 1s}", err: "gateway.retry.initial_backoff: must not exceed max_backoff (1s), got 2s"},
+		{name: "retry backoff zero", yaml: minimal + "  retry: {initial_backoff: 0s}", err: "gateway.retry.initial_backoff: must be positive, got 0s"},
+		{name: "header bytes small", yaml: minimal + "server: {max_header_bytes: 10}", err: "server.max_header_bytes: must be at least 1024, got 10"},
+		{name: "concurrent requests negative", yaml: minimal + "server: {max_concurrent_requests: -1}", err: "server.max_concurrent_requests: must not be negative, got -1"},
+		{name: "stream write timeout zero", yaml: minimal + "server: {stream_write_timeout: 0s}", err: "server.stream_write_timeout: must be positive, got 0s"},
 		{name: "step without type", yaml: minimal + "pipeline:\n  steps:\n    - type: render\n    - params: {a: 1}", err: "pipeline.steps[1].type: required"},
 		{
 			name: "tokens-in without render",
@@ -367,7 +395,7 @@ func TestParseErrors(t *testing.T) {
 		{name: "tracing sample ratio", yaml: minimal + "tracing: {sample_ratio: 1.5}", err: "tracing.sample_ratio: must be between 0 and 1, got 1.5"},
 		{name: "unknown root key", yaml: minimal + "bogus: 1", err: `unknown key "bogus" (known: gateway, log_level, pipeline, server, tracing)`},
 		{name: "pipeline key at the root", yaml: minimal + "use_openai_format: false", err: `unknown key "use_openai_format" (known: gateway, log_level, pipeline, server, tracing)`},
-		{name: "unknown server key", yaml: minimal + "server: {listen: ':1'}", err: `server: unknown key "listen" (known: grpc_listen_addr, grpc_tls, listen_addr, max_request_body_size, read_timeout, shutdown_timeout, tls, write_timeout)`},
+		{name: "unknown server key", yaml: minimal + "server: {listen: ':1'}", err: `server: unknown key "listen" (known: grpc_listen_addr, grpc_tls, listen_addr, max_concurrent_requests, max_concurrent_streams, max_header_bytes, max_request_body_size, read_header_timeout, read_timeout, retry_after, shutdown_timeout, stream_write_timeout, tls, write_timeout)`},
 		{name: "unknown step key", yaml: minimal + "pipeline:\n  steps:\n    - type: render\n      parms: {}", err: `pipeline.steps[0]: unknown key "parms" (known: params, type)`},
 		{name: "fractional int", yaml: minimal + "server: {max_request_body_size: 64.5}", err: "server.max_request_body_size: expected integer, got 64.5"},
 		{name: "string for int", yaml: minimal + "log_level: '3'", err: "log_level: expected number, got string"},
