@@ -11,6 +11,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/coordinator-project/coordinator/cmd/internal/procs"
 )
 
 // The cascade scenarios compare two coordinators on one simulator started
@@ -52,15 +54,15 @@ const (
 // startCascade starts the strict simulator and the two coordinators of the
 // cascade scenarios; the decode-only target comes first, the baseline.
 func (f *fleet) startCascade(ctx context.Context, coordinatorBin, simBin string) ([]target, error) {
-	sim, gateway, render, err := f.startSim(ctx, simBin, cascadeSimName, true)
+	sim, err := f.startSim(ctx, simBin, cascadeSimName, true)
 	if err != nil {
 		return nil, err
 	}
-	decode, err := f.startCoordinator(ctx, coordinatorBin, decodeOnlyName, sim, gateway, render, decodeOnly)
+	decode, err := f.startCoordinator(ctx, coordinatorBin, decodeOnlyName, sim, decodeOnly)
 	if err != nil {
 		return nil, err
 	}
-	cascade, err := f.startCoordinator(ctx, coordinatorBin, cascadeName, sim, gateway, render, cascadePipeline)
+	cascade, err := f.startCoordinator(ctx, coordinatorBin, cascadeName, sim, cascadePipeline)
 	if err != nil {
 		return nil, err
 	}
@@ -169,13 +171,13 @@ const conditionalDecodeStep = "conditional-decode"
 
 // logLine waits up to wait for a line of p's log that holds both the
 // request id and want, and returns it.
-func logLine(ctx context.Context, p *process, id, want string, wait time.Duration) (string, error) {
+func logLine(ctx context.Context, p *procs.Process, id, want string, wait time.Duration) (string, error) {
 	if id == "" {
 		return "", errors.New("no X-Request-Id in the answer")
 	}
 	deadline := time.Now().Add(wait)
 	for {
-		raw, err := os.ReadFile(p.log)
+		raw, err := os.ReadFile(p.Log)
 		if err != nil {
 			return "", err
 		}
@@ -185,7 +187,7 @@ func logLine(ctx context.Context, p *process, id, want string, wait time.Duratio
 			}
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("no line of the %s log names request %s and %s", p.name, id, want)
+			return "", fmt.Errorf("no line of the %s log names request %s and %s", p.Name, id, want)
 		}
 		select {
 		case <-ctx.Done():

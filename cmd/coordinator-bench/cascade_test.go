@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/cmd/internal/procs"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -172,7 +173,7 @@ func TestLogLine(t *testing.T) {
 	require.NoError(t, os.WriteFile(log, []byte(
 		`{"level":"WARN","msg":"request failed","request_id":"id-1","error":"step \"render\": boom"}`+"\n"+
 			`{"level":"WARN","msg":"request failed","request_id":"id-2","error":"step \"conditional-decode\": conditional-decode: read answer: unexpected EOF"}`+"\n"), 0o600))
-	p := &process{name: "coordinator-cascade", log: log}
+	p := &procs.Process{Name: "coordinator-cascade", Log: log}
 
 	line, err := logLine(t.Context(), p, "id-2", conditionalDecodeStep, 0)
 	require.NoError(t, err)

@@ -15,14 +15,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/coordinator-project/coordinator/cmd/internal/procs"
 )
 
 // target is one way to the simulated decode worker.
 type target struct {
 	name string
-	base string   // base URL, e.g. http://127.0.0.1:8200
-	hop  *process // the process between the bench and the simulator; nil for direct
-	sim  *process // the simulator behind it
+	base string         // base URL, e.g. http://127.0.0.1:8200
+	hop  *procs.Process // the process between the bench and the simulator; nil for direct
+	sim  *procs.Process // the simulator behind it
 }
 
 // failed wraps a failure on t with the end of the hop's and the
@@ -30,7 +32,7 @@ type target struct {
 func (t target) failed(err error) error {
 	err = fmt.Errorf("%s: %w", t.name, err)
 	if t.hop != nil {
-		err = fmt.Errorf("%w\n%s output:\n%s", err, t.hop.name, t.hop.logTail())
+		err = fmt.Errorf("%w\n%s output:\n%s", err, t.hop.Name, t.hop.LogTail())
 	}
 	return err
 }
@@ -156,14 +158,14 @@ func (l *loader) cpu(t target) (usage, error) {
 	var u usage
 	var err error
 	if t.hop != nil {
-		if u.hop, err = t.hop.cpu(); err != nil {
+		if u.hop, err = processCPU(t.hop.PID()); err != nil {
 			return u, err
 		}
-		if u.hopSyscalls, err = processSyscalls(t.hop.pid()); err != nil {
+		if u.hopSyscalls, err = processSyscalls(t.hop.PID()); err != nil {
 			return u, err
 		}
 	}
-	if u.sim, err = t.sim.cpu(); err != nil {
+	if u.sim, err = processCPU(t.sim.PID()); err != nil {
 		return u, err
 	}
 	u.self, err = processCPU(os.Getpid())

@@ -36,6 +36,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/coordinator-project/coordinator/cmd/internal/procs"
 )
 
 func main() {
@@ -134,7 +136,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer os.RemoveAll(dir)
 
 	fmt.Fprintln(stderr, "building the coordinator and the simulator...")
-	coordinatorBin, simBin, err := build(ctx, dir)
+	coordinatorBin, simBin, err := procs.Build(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -142,7 +144,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	env := &fleet{dir: dir}
+	env := &fleet{Group: procs.NewGroup(dir)}
 	defer env.stopAll()
 	hopScenarios, cascadeScenarios := splitScenarios(o.scenarios)
 	var (
@@ -152,16 +154,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		all            []target // every coordinator, for perf
 	)
 	if len(hopScenarios) > 0 {
-		simProc, gateway, _, err := env.startSim(ctx, simBin, "sim", false)
+		sim, err := env.startSim(ctx, simBin, "sim", false)
 		if err != nil {
 			return err
 		}
-		direct = target{name: "direct", base: gateway, sim: simProc}
-		if proxy, err = env.startProxy(ctx, self, gateway); err != nil {
+		direct = target{name: "direct", base: sim.Gateway, sim: sim.Process}
+		if proxy, err = env.startProxy(ctx, self, sim.Gateway); err != nil {
 			return err
 		}
-		proxy.sim = simProc
-		if coordinators, err = env.startCoordinators(ctx, coordinatorBin, simProc, gateway, hopScenarios); err != nil {
+		proxy.sim = sim.Process
+		if coordinators, err = env.startCoordinators(ctx, coordinatorBin, sim, hopScenarios); err != nil {
 			return err
 		}
 		for _, t := range coordinators {
