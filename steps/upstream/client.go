@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"math/rand/v2"
 	"net/url"
 	"strings"
 	"sync"
@@ -43,8 +44,21 @@ type Options struct {
 	// ResponseHeaderTimeout bounds the wait for a leg's response headers;
 	// a body that keeps streaming is never cut by it.
 	ResponseHeaderTimeout time.Duration
-	// Timeout, if set, bounds a whole call including the body (render).
+	// Timeout, if set, bounds each attempt of a call including the body
+	// (render).
 	Timeout time.Duration
+	// ConnectTimeout bounds opening a connection: the dial and the TLS
+	// handshake together. 0 means DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// StreamIdleTimeout, if set, bounds the silence of a 2xx answer's
+	// body: a Read that waits that long for data cancels the leg, and the
+	// body's Read returns a *TransportError wrapping ErrStreamIdle (a
+	// timeout). A body that keeps sending, however slowly, is never cut;
+	// the time the caller spends between Reads does not count. 0: no bound.
+	StreamIdleTimeout time.Duration
+	// Retry is the policy of the legs whose Request.Retry is set; the zero
+	// value sends every leg once.
+	Retry Retry
 	// Log, if set, gets one line per leg at trace level with the redacted
 	// headers and body (see RedactBody); nothing is logged above trace.
 	Log *slog.Logger
@@ -61,10 +75,20 @@ type Options struct {
 // HTTP(S)_PROXY by design: legs stay inside the cluster. Safe for
 // concurrent use.
 type Client struct {
-	base string
-	http *http.Client
-	log  *slog.Logger
+	base  string
+	http  *http.Client
+	log   *slog.Logger
+	idle  time.Duration
+	retry Retry
+	// jitter and sleep are the retry loop's randomness and clock; tests
+	// replace them (export_test.go).
+	jitter func(n int64) int64
+	sleep  func(ctx context.Context, d time.Duration) error
 }
+
+// DefaultConnectTimeout bounds the dial and TLS handshake of a client whose
+// Options.ConnectTimeout is 0.
+const DefaultConnectTimeout = 10 * time.Second
 
 // New builds a client; Address must be an absolute http(s) URL.
 func New(o Options) (*Client, error) {
@@ -72,14 +96,18 @@ func New(o Options) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("upstream: address must be an http(s) URL with a host, got %q", o.Address)
 	}
+	connect := o.ConnectTimeout
+	if connect <= 0 {
+		connect = DefaultConnectTimeout
+	}
 	dialer := &net.Dialer{
-		Timeout:   30 * time.Second,
+		Timeout:   connect,
 		KeepAlive: 30 * time.Second,
 	}
 	transport := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           dialer.DialContext,
-		TLSHandshakeTimeout:   10 * time.Second,
+		TLSHandshakeTimeout:   connect,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          0, // no global cap: MaxIdleConnsPerHost bounds the single host
 		MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
@@ -93,9 +121,13 @@ func New(o Options) (*Client, error) {
 		transport.DialTLSContext = dialTLS(dialer, o.TLS)
 	}
 	return &Client{
-		base: strings.TrimSuffix(o.Address, "/"),
-		http: &http.Client{Transport: transport, Timeout: o.Timeout},
-		log:  o.Log,
+		base:   strings.TrimSuffix(o.Address, "/"),
+		http:   &http.Client{Transport: transport, Timeout: o.Timeout},
+		log:    o.Log,
+		idle:   o.StreamIdleTimeout,
+		retry:  o.Retry,
+		jitter: rand.Int64N,
+		sleep:  sleepCtx,
 	}, nil
 }
 
@@ -140,6 +172,10 @@ type Request struct {
 	Prefer string
 	// Body is the JSON body.
 	Body []byte
+	// Retry marks a leg that is safe to send again (render, encode,
+	// prefill): it is retried by the client's Retry policy. Never set on
+	// a decode leg.
+	Retry bool
 }
 
 // maxErrorBody caps how much of a non-2xx answer is read.
@@ -148,30 +184,26 @@ const maxErrorBody = 64 << 10
 // Post sends the leg. A 2xx answer is returned with its body unread (the
 // caller closes it). Any other status is returned as a *StatusError with
 // the body read (up to 64 KiB) and closed. A transport failure is returned
-// wrapped with the leg's name; when ctx ended it is ctx's error.
+// as a *TransportError; when ctx ended it is ctx's error, wrapped with the
+// leg's name. The answer body's Read errors follow the same rule (see
+// answerBody); with Options.StreamIdleTimeout a silent body times out.
+//
+// A leg with Request.Retry is sent again by the client's Retry policy (see
+// Retry); the answer or error of the last attempt is returned.
 //
 // The leg is traced as a span of ctx's whose context travels in the
 // traceparent header (when tracing is on; otherwise the client's own
-// traceparent, if any, is forwarded as it came), and reported to ctx's
-// Observer.
+// traceparent, if any, is forwarded as it came), and each attempt is
+// reported to ctx's Observer.
 func (c *Client) Post(ctx context.Context, r Request) (*http.Response, error) {
-	start := time.Now()
 	phase := phaseOf(r)
 	ctx, span := tracer.Start(ctx, "leg "+r.Leg, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("coordinator.phase", phase), attribute.String("coordinator.request_id", r.RequestID)))
-	resp, err := c.post(ctx, r, span)
-	status := 0
-	var se *StatusError
-	switch {
-	case resp != nil:
-		status = resp.StatusCode
-	case errors.As(err, &se):
-		status = se.StatusCode
+	resp, attempts, err := c.send(ctx, r, phase, span)
+	span.SetAttributes(attribute.Int("http.response.status_code", statusOf(resp, err)))
+	if attempts > 1 {
+		span.SetAttributes(attribute.Int("coordinator.attempts", attempts))
 	}
-	if o := observerFrom(ctx); o != nil {
-		o.LegDone(LegResult{Leg: r.Leg, Phase: phase, StatusCode: status, Duration: time.Since(start)})
-	}
-	span.SetAttributes(attribute.Int("http.response.status_code", status))
 	if err != nil {
 		span.SetStatus(otelcodes.Error, err.Error())
 	}
@@ -183,8 +215,46 @@ func (c *Client) Post(ctx context.Context, r Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// statusOf is the HTTP status of an attempt's outcome; 0 when none came.
+func statusOf(resp *http.Response, err error) int {
+	var se *StatusError
+	switch {
+	case resp != nil:
+		return resp.StatusCode
+	case errors.As(err, &se):
+		return se.StatusCode
+	}
+	return 0
+}
+
+// report tells ctx's Observer how one attempt went.
+func report(ctx context.Context, r Request, phase string, attempt int, start time.Time, resp *http.Response, err error) {
+	if o := observerFrom(ctx); o != nil {
+		o.LegDone(LegResult{Leg: r.Leg, Phase: phase, StatusCode: statusOf(resp, err), Duration: time.Since(start), Attempt: attempt})
+	}
+}
+
+// post is one attempt.
 func (c *Client) post(ctx context.Context, r Request, span trace.Span) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+r.Path, bytes.NewReader(r.Body))
+	legCtx, cancel := ctx, context.CancelCauseFunc(nil)
+	if c.idle > 0 {
+		legCtx, cancel = context.WithCancelCause(ctx)
+	}
+	resp, err := c.do(ctx, legCtx, r, span)
+	if err != nil {
+		if cancel != nil {
+			cancel(nil)
+		}
+		return nil, err
+	}
+	resp.Body = newAnswerBody(ctx, resp.Body, r.Leg, c.idle, cancel)
+	return resp, nil
+}
+
+// do sends one attempt on legCtx (ctx, or a child of it the idle watchdog
+// can cancel) and returns a 2xx answer as it came.
+func (c *Client) do(ctx, legCtx context.Context, r Request, span trace.Span) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(legCtx, http.MethodPost, c.base+r.Path, bytes.NewReader(r.Body))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Leg, err)
 	}
@@ -209,7 +279,7 @@ func (c *Client) post(ctx context.Context, r Request, span trace.Span) (*http.Re
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
+		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: %w", r.Leg, context.Cause(ctx))
 		}
 		return nil, &TransportError{Leg: r.Leg, Err: err}
@@ -264,16 +334,21 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("%s: upstream answered HTTP %d", e.Leg, e.StatusCode)
 }
 
-// TransportError is a leg that got no answer: refused, reset, timed out.
+// TransportError is a leg that got no answer (refused, reset, timed out,
+// not HTTP), or whose 2xx answer's body broke off (InBody).
 type TransportError struct {
 	Leg string
 	Err error
+	// InBody marks a failure while reading the answer's body, after its
+	// headers arrived.
+	InBody bool
 }
 
 func (e *TransportError) Error() string { return fmt.Sprintf("%s: %v", e.Leg, e.Err) }
 func (e *TransportError) Unwrap() error { return e.Err }
 
-// Timeout reports whether the leg timed out (waiting for headers or dialing).
+// Timeout reports whether the leg timed out: connecting, waiting for
+// headers, or waiting for the body's next bytes (ErrStreamIdle).
 func (e *TransportError) Timeout() bool {
 	var ne net.Error
 	return errors.As(e.Err, &ne) && ne.Timeout()

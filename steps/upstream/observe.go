@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// LegResult is how one leg went.
+// LegResult is how one attempt of a leg went.
 type LegResult struct {
 	// Leg names the leg ("encode[2]", "prefill", "render").
 	Leg string
@@ -15,12 +15,17 @@ type LegResult struct {
 	Phase string
 	// StatusCode is the answer's HTTP status; 0 when none came.
 	StatusCode int
-	// Duration is the time until the answer's headers (or the failure).
+	// Duration is the time until the attempt's answer headers (or its
+	// failure).
 	Duration time.Duration
+	// Attempt counts the tries of the leg from 1; a retried leg reports
+	// each attempt.
+	Attempt int
 }
 
-// Observer is told how each leg of a request went (metrics). It must be
-// safe for concurrent use: encode legs run in parallel.
+// Observer is told how each attempt of each leg of a request went
+// (metrics). It must be safe for concurrent use: encode legs run in
+// parallel.
 type Observer interface {
 	LegDone(LegResult)
 }

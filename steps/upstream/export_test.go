@@ -1,0 +1,12 @@
+package upstream
+
+import (
+	"context"
+	"time"
+)
+
+// SetRetryClock replaces c's retry randomness and sleep: jitter(n) picks a
+// wait in [0, n), sleep waits (or not) and returns ctx's error.
+func SetRetryClock(c *Client, jitter func(n int64) int64, sleep func(ctx context.Context, d time.Duration) error) {
+	c.jitter, c.sleep = jitter, sleep
+}

@@ -1,0 +1,96 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+	"time"
+)
+
+// ErrStreamIdle is the cause of a leg cut by Options.StreamIdleTimeout: its
+// answer's body sent nothing for that long. It is a timeout (a net.Error
+// whose Timeout is true), so a *TransportError wrapping it reports Timeout.
+var ErrStreamIdle error = streamIdleError{}
+
+type streamIdleError struct{}
+
+func (streamIdleError) Error() string   { return "no data from the answer within stream_idle_timeout" }
+func (streamIdleError) Timeout() bool   { return true }
+func (streamIdleError) Temporary() bool { return true }
+
+// answerBody is a 2xx answer's body as Post returns it. Its Read errors are
+// classified: the caller's own cancellation comes back as it came (ctx's
+// error), anything else that is not io.EOF as a *TransportError with
+// InBody set (a reset, a truncated body, a silent one).
+//
+// With an idle bound, each Read that waits that long for data cancels the
+// leg's request (cancel, cause ErrStreamIdle), which ends the Read. The
+// clock runs only while a Read waits: a caller slow to read again (a slow
+// client downstream) is not the worker's silence.
+type answerBody struct {
+	io.ReadCloser
+	ctx    context.Context // the caller's
+	leg    string
+	idle   time.Duration
+	cancel context.CancelCauseFunc // the leg's request; nil without idle
+	timer  *time.Timer
+	fired  atomic.Bool
+}
+
+func newAnswerBody(ctx context.Context, rc io.ReadCloser, leg string, idle time.Duration, cancel context.CancelCauseFunc) *answerBody {
+	b := &answerBody{ReadCloser: rc, ctx: ctx, leg: leg, idle: idle, cancel: cancel}
+	if idle > 0 && cancel != nil {
+		b.timer = time.AfterFunc(idle, b.expire)
+		b.timer.Stop()
+	}
+	return b
+}
+
+// expire cuts the leg: the Read waiting on it returns.
+func (b *answerBody) expire() {
+	b.fired.Store(true)
+	b.cancel(ErrStreamIdle)
+}
+
+// Read implements io.Reader.
+func (b *answerBody) Read(p []byte) (int, error) {
+	if b.timer != nil {
+		b.timer.Reset(b.idle)
+	}
+	n, err := b.ReadCloser.Read(p)
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	if err == nil || err == io.EOF { // io.EOF comes unwrapped (io.Reader)
+		return n, err
+	}
+	return n, b.classify(err)
+}
+
+// classify turns a body Read error into what the caller gets.
+func (b *answerBody) classify(err error) error {
+	switch {
+	case b.fired.Load():
+		return &TransportError{Leg: b.leg, Err: ErrStreamIdle, InBody: true}
+	case b.ctx.Err() != nil:
+		return err // the caller's cancellation, as it came
+	}
+	var te *TransportError
+	if errors.As(err, &te) {
+		return err
+	}
+	return &TransportError{Leg: b.leg, Err: err, InBody: true}
+}
+
+// Close implements io.Closer; it also releases the leg's request.
+func (b *answerBody) Close() error {
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	err := b.ReadCloser.Close()
+	if b.cancel != nil {
+		b.cancel(nil)
+	}
+	return err
+}
