@@ -83,6 +83,7 @@ func (p *Prefill) Execute(ctx context.Context, rc *RequestContext) error {
 		RequestID: rc.RequestID,
 		Header:    rc.Header,
 		Body:      body,
+		Retry:     true,
 	})
 	if err != nil {
 		return err
