@@ -53,7 +53,14 @@ func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, relo
 		MaxIdleConnsPerHost:   cfg.Gateway.MaxIdleConnsPerHost,
 		IdleConnTimeout:       cfg.Gateway.IdleConnTimeout,
 		ResponseHeaderTimeout: cfg.Gateway.Timeout,
-		TLS:                   tlsConfig,
+		ConnectTimeout:        cfg.Gateway.ConnectTimeout,
+		StreamIdleTimeout:     cfg.Gateway.StreamIdleTimeout,
+		Retry: upstream.Retry{
+			MaxAttempts:    cfg.Gateway.Retry.MaxAttempts,
+			InitialBackoff: cfg.Gateway.Retry.InitialBackoff,
+			MaxBackoff:     cfg.Gateway.Retry.MaxBackoff,
+		},
+		TLS: tlsConfig,
 	})
 	if err != nil {
 		return nil, err

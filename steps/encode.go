@@ -113,6 +113,7 @@ func (e *Encode) leg(ctx context.Context, rc *RequestContext, format Format, i i
 		RequestID: rc.RequestID,
 		Header:    rc.Header,
 		Body:      body,
+		Retry:     true,
 	})
 	if err != nil {
 		return nil, err
