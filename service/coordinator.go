@@ -118,6 +118,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	err := c.pipeline.Run(ctx, rc)
 
 	c.metrics.Steps(rc.Timings)
+	c.reportPrefill(ctx, rc, err)
 	attrs := []slog.Attr{
 		slog.String("request_id", rc.RequestID),
 		slog.String("api", api),

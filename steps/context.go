@@ -82,6 +82,10 @@ type RequestContext struct {
 	// with; nil when it sent none. PrefillDone says whether a prefill ran.
 	KVParams    json.RawMessage
 	PrefillDone bool
+	// PrefillFallback is set when the prefill leg failed and the prefill
+	// step let decode serve the request alone (its fallback_to_decode);
+	// nil otherwise. The service logs and counts it.
+	PrefillFallback *PrefillFallback
 
 	// Sink receives the client's answer.
 	Sink Sink

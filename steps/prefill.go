@@ -3,6 +3,7 @@ package steps
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/coordinator-project/coordinator/connectors/ec"
@@ -21,11 +22,17 @@ const PrefillType = "prefill"
 // connector's merge of the encoders' ec_transfer_params, and keeps the
 // kv_transfer_params the worker answers with in RequestContext.KVParams for
 // the decode leg. It runs for every request, text-only included.
+//
+// With fallback_to_decode, a prefill leg that fails upstream (a 5xx
+// answer, no answer, a timeout) is recorded in
+// RequestContext.PrefillFallback and the step returns nil without KV
+// params, so decode serves the request alone (aggregated).
 type Prefill struct {
-	gateway         *upstream.Client
-	kv              kv.Connector
-	ec              ec.Connector
-	useOpenAIFormat bool
+	gateway          *upstream.Client
+	kv               kv.Connector
+	ec               ec.Connector
+	useOpenAIFormat  bool
+	fallbackToDecode bool
 }
 
 // prefillParams are the prefill step's params.
@@ -39,6 +46,12 @@ type prefillParams struct {
 	// ECConnector names the connector that merges the encoders'
 	// ec_transfer_params.
 	ECConnector string `param:"ec_connector"`
+	// FallbackToDecode lets decode serve the request alone when the
+	// prefill leg fails upstream (5xx, transport error, timeout); a 4xx
+	// answer and the client's cancellation still fail the request.
+	// Default false: the operator decides whether aggregated decode is
+	// acceptable.
+	FallbackToDecode bool `param:"fallback_to_decode"`
 }
 
 // NewPrefillPlugin registers the prefill step type.
@@ -56,13 +69,30 @@ func NewPrefillPlugin(gateway *upstream.Client, kvs *kv.Set, ecs *ec.Set) Plugin
 		if err != nil {
 			return nil, err
 		}
-		return &Prefill{gateway: gateway, kv: kvConnector, ec: ecConnector, useOpenAIFormat: p.UseOpenAIFormat}, nil
+		return &Prefill{gateway: gateway, kv: kvConnector, ec: ecConnector, useOpenAIFormat: p.UseOpenAIFormat,
+			fallbackToDecode: p.FallbackToDecode}, nil
 	}}
 }
 
 // Execute implements Step. It sets rc.KVParams (nil when the worker sent no
-// kv_transfer_params object) and rc.PrefillDone.
+// kv_transfer_params object) and rc.PrefillDone, or, when it falls back to
+// decode alone, rc.PrefillFallback.
 func (p *Prefill) Execute(ctx context.Context, rc *RequestContext) error {
+	err := p.execute(ctx, rc)
+	if err == nil || !p.fallbackToDecode {
+		return err
+	}
+	reason := fallbackReason(ctx, err)
+	if reason == "" {
+		return err
+	}
+	rc.KVParams, rc.PrefillDone = nil, false
+	rc.PrefillFallback = &PrefillFallback{Reason: reason, Err: err}
+	return nil
+}
+
+// execute runs the prefill leg.
+func (p *Prefill) execute(ctx context.Context, rc *RequestContext) error {
 	ecParams, err := p.ec.PrefillParams(rc.ECDescriptors)
 	if err != nil {
 		return fmt.Errorf("prefill: %w", err)
@@ -95,6 +125,46 @@ func (p *Prefill) Execute(ctx context.Context, rc *RequestContext) error {
 	rc.KVParams = kvAnswer
 	rc.PrefillDone = true
 	return nil
+}
+
+// Reasons of a prefill fallback, as metrics label them.
+const (
+	FallbackStatus5xx = "status_5xx" // the leg was answered 5xx
+	FallbackTransport = "transport"  // no answer: refused, reset, cut short
+	FallbackTimeout   = "timeout"    // no answer in time (connect, headers, idle body)
+)
+
+// PrefillFallback is a failed prefill leg that the prefill step left to
+// decode alone (fallback_to_decode).
+type PrefillFallback struct {
+	// Reason is FallbackStatus5xx, FallbackTransport or FallbackTimeout.
+	Reason string
+	// Err is the leg's error, for the log.
+	Err error
+}
+
+// fallbackReason classifies a prefill failure that decode may absorb, or
+// returns "" for one that must reach the client: the client's cancellation
+// or deadline (ctx ended), a 4xx answer (the request's fault), a malformed
+// answer or a request the coordinator could not build.
+func fallbackReason(ctx context.Context, err error) string {
+	if ctx.Err() != nil {
+		return ""
+	}
+	var se *upstream.StatusError
+	var te *upstream.TransportError
+	switch {
+	case errors.As(err, &se):
+		if se.StatusCode >= 500 {
+			return FallbackStatus5xx
+		}
+	case errors.As(err, &te):
+		if te.Timeout() {
+			return FallbackTimeout
+		}
+		return FallbackTransport
+	}
+	return ""
 }
 
 // prefillBody writes the prefill leg in format f. kvParams is always sent;

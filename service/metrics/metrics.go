@@ -1,8 +1,8 @@
 // Package metrics holds the coordinator's Prometheus metrics: requests,
 // latency and time to first token by API and endpoint, steps by outcome,
 // legs by phase and upstream status, in-flight requests and streams,
-// conditional-decode hits, bytes in and out, TLS file reloads, and the gRPC
-// server's own.
+// conditional-decode hits, prefill fallbacks, bytes in and out, TLS file
+// reloads, and the gRPC server's own.
 // They live on a registry of their own, served at /metrics on the REST port.
 package metrics
 
@@ -44,6 +44,7 @@ type Metrics struct {
 	legs        *prometheus.HistogramVec
 	inFlight    *prometheus.GaugeVec
 	conditional *prometheus.CounterVec
+	fallbacks   *prometheus.CounterVec
 	bytes       *prometheus.CounterVec
 	tlsReloads  *prometheus.CounterVec
 	// GRPC are the gRPC server's per-method metrics; its interceptors go
@@ -84,6 +85,10 @@ func New() *Metrics {
 			Name: "coordinator_conditional_decode_total",
 			Help: "Conditional-decode outcomes: hit (a decode pod answered from its cache) or miss (412, the pipeline went on).",
 		}, []string{"result"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinator_prefill_fallbacks_total",
+			Help: "Requests served by decode alone after their prefill leg failed (prefill fallback_to_decode), by reason (status_5xx, transport, timeout).",
+		}, []string{"reason"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coordinator_body_bytes_total",
 			Help: "Request and answer body bytes by API and direction (in, out).",
@@ -94,7 +99,7 @@ func New() *Metrics {
 		}, []string{"file_set", "result"}),
 		GRPC: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(requestBuckets))),
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.ttft, m.steps, m.legs, m.inFlight, m.conditional, m.bytes, m.tlsReloads, m.GRPC,
+	m.registry.MustRegister(m.requests, m.duration, m.ttft, m.steps, m.legs, m.inFlight, m.conditional, m.fallbacks, m.bytes, m.tlsReloads, m.GRPC,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -143,6 +148,12 @@ func (m *Metrics) Steps(timings []steps.Timing) {
 			}
 		}
 	}
+}
+
+// PrefillFallback counts a request that decode served alone after its
+// prefill leg failed, by reason (steps.PrefillFallback.Reason).
+func (m *Metrics) PrefillFallback(reason string) {
+	m.fallbacks.WithLabelValues(reason).Inc()
 }
 
 // Bytes adds body bytes for an API, direction "in" or "out".
