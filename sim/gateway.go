@@ -46,6 +46,7 @@ func (s *Sim) serveGateway(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conditional := rl == roleDecode && preferIfAvailable(r.Header)
+	s.watchLeg(r, faultTarget(rl, conditional))
 	s.serveLeg(w, r, legCall{
 		role:        rl,
 		conditional: conditional,

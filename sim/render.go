@@ -58,6 +58,7 @@ func (s *Sim) serveRender(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
+	s.watchLeg(r, FaultTargetRender)
 	f := faults.target(FaultTargetRender)
 	if f.inject(w, r) {
 		return

@@ -54,6 +54,10 @@ type Options struct {
 	MaxBodyBytes int64
 	// Now is the clock behind the "created" fields. Default time.Now.
 	Now func() time.Time
+	// OnLegEnd, if set, is called when the request context of a gateway
+	// or render leg ends (see [LegEnd]), from a goroutine of its own: tests
+	// measure with it how soon a cancelled client's legs are torn down.
+	OnLegEnd func(LegEnd)
 }
 
 // Sim is a simulated gateway, worker pools and render service. All methods
