@@ -62,6 +62,11 @@ type renderParams struct {
 	MaxIdleConnsPerHost int `param:"max_idle_conns_per_host"`
 	// IdleConnTimeout closes idle keep-alive connections.
 	IdleConnTimeout time.Duration `param:"idle_conn_timeout"`
+	// ConnectTimeout bounds opening a connection (dial and TLS handshake).
+	ConnectTimeout time.Duration `param:"connect_timeout"`
+	// Retry resends a render call that got no answer (refused, reset before
+	// the headers) or a 502/503 answer (see upstream.Retry).
+	Retry upstream.Retry `param:"retry"`
 	// MaxTotalTokens rejects prompts with more tokens (400). 0: unlimited.
 	MaxTotalTokens int `param:"max_total_tokens"`
 	// MaxTotalPlaceholderTokens rejects prompts whose image placeholders add
@@ -77,6 +82,8 @@ func defaultRenderParams() renderParams {
 		Timeout:             30 * time.Second,
 		MaxIdleConnsPerHost: 100,
 		IdleConnTimeout:     90 * time.Second,
+		ConnectTimeout:      upstream.DefaultConnectTimeout,
+		Retry:               upstream.Retry{MaxAttempts: 3, InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second},
 	}
 }
 
@@ -96,6 +103,8 @@ func (p *renderParams) Validate() error {
 		return fmt.Errorf("max_idle_conns_per_host: must not be negative, got %d", p.MaxIdleConnsPerHost)
 	case p.IdleConnTimeout < 0:
 		return fmt.Errorf("idle_conn_timeout: must not be negative, got %v", p.IdleConnTimeout)
+	case p.ConnectTimeout <= 0:
+		return fmt.Errorf("connect_timeout: must be positive, got %v", p.ConnectTimeout)
 	case p.MaxTotalTokens < 0:
 		return fmt.Errorf("max_total_tokens: must not be negative, got %d", p.MaxTotalTokens)
 	case p.MaxTotalPlaceholderTokens < 0:
@@ -105,6 +114,9 @@ func (p *renderParams) Validate() error {
 	}
 	if err := p.TLS.Validate(); err != nil {
 		return fmt.Errorf("tls.%w", err)
+	}
+	if err := p.Retry.Validate(); err != nil {
+		return fmt.Errorf("retry.%w", err)
 	}
 	return nil
 }
@@ -138,6 +150,8 @@ func NewRenderPlugin(deps RenderDeps) Plugin {
 			MaxIdleConnsPerHost: p.MaxIdleConnsPerHost,
 			IdleConnTimeout:     p.IdleConnTimeout,
 			Timeout:             p.Timeout,
+			ConnectTimeout:      p.ConnectTimeout,
+			Retry:               p.Retry,
 		}
 		if p.TLS.Enabled() {
 			files, err := tlsfiles.NewClient(p.TLS, tlsfiles.Options{Name: renderTLSFileSet, Log: deps.Log, Observer: deps.TLSReloads})
@@ -383,6 +397,7 @@ func (r *Render) post(ctx context.Context, rc *RequestContext, path string) ([]b
 		RequestID: rc.RequestID,
 		Header:    rc.Header,
 		Body:      rc.Body,
+		Retry:     true,
 	})
 	if err != nil {
 		return nil, err

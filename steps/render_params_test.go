@@ -37,6 +37,9 @@ func TestRenderParams(t *testing.T) {
 		{name: "integral float limit", params: map[string]any{"address": addr, "max_total_tokens": 8192.0, "max_total_placeholder_tokens": 10.0}},
 		{name: "zero means unlimited", params: map[string]any{"address": addr, "max_total_tokens": 0, "max_total_placeholder_tokens": 0}},
 		{name: "zero timeout means none", params: map[string]any{"address": addr, "timeout": "0s"}},
+		{name: "connect timeout and retry", params: map[string]any{"address": addr, "connect_timeout": "2s",
+			"retry": map[string]any{"max_attempts": 1, "initial_backoff": "10ms", "max_backoff": "10ms"}}},
+		{name: "retry keeps its other defaults", params: map[string]any{"address": addr, "retry": map[string]any{"max_attempts": 5}}},
 		{name: "injected pipeline keys", params: map[string]any{"address": addr, "use_openai_format": false, "kv_connector": "kv-nixl", "ec_connector": "ec-nixl"}},
 
 		{name: "missing address", params: map[string]any{}, wantErr: "address: required"},
@@ -61,6 +64,10 @@ func TestRenderParams(t *testing.T) {
 		{name: "max_total_placeholder_tokens as a bool", params: map[string]any{"address": addr, "max_total_placeholder_tokens": true}, wantErr: "max_total_placeholder_tokens: expected number, got bool"},
 		{name: "out of range limit", params: map[string]any{"address": addr, "max_total_tokens": 1e300}, wantErr: "max_total_tokens: out of range"},
 		{name: "unknown key", params: map[string]any{"address": addr, "bogus": 1}, wantErr: `unknown key "bogus"`},
+		{name: "zero connect_timeout", params: map[string]any{"address": addr, "connect_timeout": "0s"}, wantErr: "connect_timeout: must be positive, got 0s"},
+		{name: "negative retry.max_attempts", params: map[string]any{"address": addr, "retry": map[string]any{"max_attempts": -1}}, wantErr: "retry.max_attempts: must not be negative, got -1"},
+		{name: "retry.max_backoff below initial", params: map[string]any{"address": addr, "retry": map[string]any{"initial_backoff": "2s"}}, wantErr: "retry.max_backoff: must not be below initial_backoff (2s), got 1s"},
+		{name: "unknown retry key", params: map[string]any{"address": addr, "retry": map[string]any{"jitter": true}}, wantErr: `retry: unknown key "jitter"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
