@@ -41,17 +41,31 @@ func FromError(err error, requestID string) *status.Status {
 		return withDetail(status.New(code, msg), detail)
 	case errors.Is(err, steps.ErrInvalidRequest):
 		return status.New(codes.InvalidArgument, fmt.Sprintf("%v (request_id: %s)", err, requestID))
-	case errors.As(err, &te) && te.Timeout():
-		return withDetail(status.New(codes.DeadlineExceeded, fmt.Sprintf("%s timed out (request_id: %s)", te.Leg, requestID)),
-			&coordinatorv1.UpstreamError{Leg: te.Leg})
 	case errors.As(err, &te):
-		return withDetail(status.New(codes.Unavailable, fmt.Sprintf("%s unreachable (request_id: %s)", te.Leg, requestID)),
-			&coordinatorv1.UpstreamError{Leg: te.Leg})
+		return transportStatus(te, requestID)
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.New(codes.DeadlineExceeded, fmt.Sprintf("request timed out (request_id: %s)", requestID))
 	default:
 		return status.New(codes.Internal, fmt.Sprintf("internal error (request_id: %s)", requestID))
 	}
+}
+
+// transportStatus is the status of a leg that got no usable answer: a
+// timeout (connect, response headers, a silent body) is DEADLINE_EXCEEDED
+// (REST 504), anything else (refused, reset, not HTTP, a body cut off) is
+// UNAVAILABLE (REST 502). Both carry an UpstreamError without a status.
+func transportStatus(te *upstream.TransportError, requestID string) *status.Status {
+	code, what := codes.Unavailable, "unreachable"
+	switch {
+	case te.Timeout() && te.InBody:
+		code, what = codes.DeadlineExceeded, "answer stalled"
+	case te.Timeout():
+		code, what = codes.DeadlineExceeded, "timed out"
+	case te.InBody:
+		what = "answer cut off"
+	}
+	return withDetail(status.New(code, fmt.Sprintf("%s %s (request_id: %s)", te.Leg, what, requestID)),
+		&coordinatorv1.UpstreamError{Leg: te.Leg})
 }
 
 func withDetail(s *status.Status, d *coordinatorv1.UpstreamError) *status.Status {

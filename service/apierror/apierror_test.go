@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -87,4 +91,54 @@ func TestHTTPStatusOfPlainCodes(t *testing.T) {
 		require.Equal(t, want, apierror.HTTPStatus(status.New(code, "x")), code.String())
 	}
 	assert.Equal(t, http.StatusBadGateway, apierror.HTTPStatus(status.New(codes.DataLoss, "x")))
+}
+
+// TestTransportFailures: a leg that got no usable answer is 504 /
+// DEADLINE_EXCEEDED when it timed out (connect, response headers, a silent
+// body) and 502 / UNAVAILABLE otherwise (refused, reset before or during the
+// answer), with an UpstreamError naming the leg and no status.
+func TestTransportFailures(t *testing.T) {
+	t.Parallel()
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	dialTimeout := &url.Error{Op: "Post", URL: "http://gw/v1", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}}
+	tests := []struct {
+		name       string
+		err        error
+		code       codes.Code
+		httpStatus int
+		message    string
+	}{
+		{name: "connection refused", err: &upstream.TransportError{Leg: "encode[0]", Err: refused},
+			code: codes.Unavailable, httpStatus: 502, message: "encode[0] unreachable (request_id: rid)"},
+		{name: "reset before headers", err: &upstream.TransportError{Leg: "prefill", Err: &url.Error{Op: "Post", URL: "http://gw", Err: io.EOF}},
+			code: codes.Unavailable, httpStatus: 502, message: "prefill unreachable (request_id: rid)"},
+		{name: "connect timeout", err: &upstream.TransportError{Leg: "prefill", Err: dialTimeout},
+			code: codes.DeadlineExceeded, httpStatus: 504, message: "prefill timed out (request_id: rid)"},
+		{name: "response header timeout", err: &upstream.TransportError{Leg: "render", Err: timeoutErr{}},
+			code: codes.DeadlineExceeded, httpStatus: 504, message: "render timed out (request_id: rid)"},
+		{name: "idle watchdog mid-stream", err: fmt.Errorf("decode: read event stream: %w", &upstream.TransportError{Leg: "decode", Err: upstream.ErrStreamIdle, InBody: true}),
+			code: codes.DeadlineExceeded, httpStatus: 504, message: "decode answer stalled (request_id: rid)"},
+		{name: "reset mid-body", err: fmt.Errorf("prefill: read answer: %w", &upstream.TransportError{Leg: "prefill", Err: io.ErrUnexpectedEOF, InBody: true}),
+			code: codes.Unavailable, httpStatus: 502, message: "prefill answer cut off (request_id: rid)"},
+		{name: "a silent render body wrapped again", err: &upstream.TransportError{Leg: "render", Err: fmt.Errorf("read answer: %w",
+			&upstream.TransportError{Leg: "render", Err: upstream.ErrStreamIdle, InBody: true})},
+			code: codes.DeadlineExceeded, httpStatus: 504, message: "render timed out"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			st := status.Convert(apierror.FromError(tt.err, "rid").Err()) // through the wire form
+			assert.Equal(t, tt.code, st.Code())
+			assert.Equal(t, tt.httpStatus, apierror.HTTPStatus(st))
+			assert.Contains(t, st.Message(), tt.message)
+			u := apierror.UpstreamDetail(st)
+			require.NotNil(t, u)
+			var te *upstream.TransportError
+			require.ErrorAs(t, tt.err, &te)
+			assert.Equal(t, te.Leg, u.GetLeg())
+			assert.Zero(t, u.GetStatusCode(), "no answer, no status")
+		})
+	}
+	assert.Equal(t, http.StatusGatewayTimeout, apierror.HTTPStatus(apierror.FromError(fmt.Errorf("decode: %w", context.DeadlineExceeded), "rid")),
+		"the request's own deadline")
 }
