@@ -47,11 +47,23 @@
 // and the direct [Sim.Worker]), conditional (decode legs with Prefer:
 // if-available), render. Faults:
 //
-//	status:<code>     answer <code> (400-599) with a vLLM-shaped JSON error body
-//	hang              send nothing until the client goes away
-//	reset-mid-stream  send the headers and the first token (or half the JSON
-//	                  body), then abort the connection
+//	status:<code>        answer <code> (400-599) with a vLLM-shaped JSON error body
+//	status-once:<code>   the same for the request's first leg only: status:<code>/1
+//	hang                 send nothing until the client goes away
+//	close                close the connection before any answer (the client
+//	                     sees a reset or EOF before the headers)
+//	reset-mid-stream     send the headers and the first token (or half the JSON
+//	                     body), then abort the connection
+//	hang-mid-stream      send the headers and the first token (or half the JSON
+//	                     body), then nothing until the client goes away
 //
-// A malformed X-Sim-Fault header is answered 400. Example:
-// "X-Sim-Fault: prefill=status:500, decode=hang".
+// Any fault may end in "/<n>": it then hits only the first n legs of the
+// request (counted per x-request-id and target, so a retried leg gets the
+// fault n times and is then served normally; the legs of an encode fan-out
+// share one count). Counts are kept in memory for the last 10,000 requests
+// and forgotten by [Sim.Reset].
+//
+// A malformed X-Sim-Fault header is answered 400. Examples:
+// "X-Sim-Fault: prefill=status:500, decode=hang",
+// "X-Sim-Fault: prefill=status-once:503, encode=close/2".
 package sim

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -39,7 +40,7 @@ func ECDescriptorSize(placeholderLength int) int {
 
 // answerEncode answers an encode leg: one ec_transfer_params descriptor per
 // image mm_hash of the request, no generated tokens.
-func (s *Sim) answerEncode(w http.ResponseWriter, call legCall, req *workerRequest, model string) {
+func (s *Sim) answerEncode(ctx context.Context, w http.ResponseWriter, call legCall, req *workerRequest, model string) {
 	feat := req.features()
 	ec := make(map[string]ecDescriptor, len(feat.MMHashes.Image))
 	for i, h := range feat.MMHashes.Image {
@@ -70,5 +71,5 @@ func (s *Sim) answerEncode(w http.ResponseWriter, call legCall, req *workerReque
 		writeError(w, &apiError{status: http.StatusInternalServerError, message: "sim: encode response: " + err.Error()})
 		return
 	}
-	writeRaw(w, "application/json", body, call.fault.kind == faultReset)
+	writeRaw(ctx, w, "application/json", body, call.fault)
 }

@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // FaultHeader selects injected faults per request; see the package doc.
@@ -25,12 +27,17 @@ const (
 	faultStatus
 	faultHang
 	faultReset
+	faultHangMid
+	faultClose
 )
 
 // fault is one injected failure.
 type fault struct {
 	kind   faultKind
 	status int
+	// times, when above 0, limits the fault to the first times legs of a
+	// request (x-request-id) and target; later legs are served normally.
+	times int
 }
 
 // faultSet is the parsed [FaultHeader]: a fault per target.
@@ -73,20 +80,53 @@ func validFaultTarget(t string) bool {
 	return false
 }
 
+// parseFault reads one fault: a kind, optionally limited to the first n
+// legs with a "/<n>" suffix; status-once:<code> is status:<code>/1.
 func parseFault(spec string) (fault, *apiError) {
-	switch strings.ToLower(spec) {
-	case "hang":
-		return fault{kind: faultHang}, nil
-	case "reset-mid-stream":
-		return fault{kind: faultReset}, nil
-	}
-	if code, ok := strings.CutPrefix(spec, "status:"); ok {
-		n, err := strconv.Atoi(code)
-		if err == nil && n >= 400 && n <= 599 {
-			return fault{kind: faultStatus, status: n}, nil
+	bad := badRequest("sim: invalid %s fault %q: want status:<400-599>, status-once:<400-599>, hang, hang-mid-stream, "+
+		"reset-mid-stream or close, optionally followed by /<n>", FaultHeader, spec)
+	kind, times := spec, 0
+	if k, n, ok := strings.Cut(spec, "/"); ok {
+		v, err := strconv.Atoi(n)
+		if err != nil || v < 1 {
+			return fault{}, bad
 		}
+		kind, times = k, v
 	}
-	return fault{}, badRequest("sim: invalid %s fault %q: want status:<400-599>, hang or reset-mid-stream", FaultHeader, spec)
+	f, ok := parseFaultKind(strings.ToLower(kind))
+	if !ok || (f.times > 0 && times > 0) {
+		return fault{}, bad
+	}
+	if times > 0 {
+		f.times = times
+	}
+	return f, nil
+}
+
+// parseFaultKind reads a fault without its "/<n>" suffix.
+func parseFaultKind(spec string) (fault, bool) {
+	switch spec {
+	case "hang":
+		return fault{kind: faultHang}, true
+	case "hang-mid-stream":
+		return fault{kind: faultHangMid}, true
+	case "reset-mid-stream":
+		return fault{kind: faultReset}, true
+	case "close":
+		return fault{kind: faultClose}, true
+	}
+	f := fault{kind: faultStatus}
+	code, ok := strings.CutPrefix(spec, "status:")
+	if !ok {
+		code, ok = strings.CutPrefix(spec, "status-once:")
+		f.times = 1
+	}
+	n, err := strconv.Atoi(code)
+	if !ok || err != nil || n < 400 || n > 599 {
+		return fault{}, false
+	}
+	f.status = n
+	return f, true
 }
 
 // target returns the fault for a leg.
@@ -103,9 +143,12 @@ func faultTarget(rl role, conditional bool) string {
 }
 
 // inject answers the leg according to f before any real work, and reports
-// whether it did. A reset fault is left to the response writer.
+// whether it did. The mid-answer faults (reset, hang-mid-stream) are left to
+// the response writer.
 func (f fault) inject(w http.ResponseWriter, r *http.Request) bool {
 	switch f.kind {
+	case faultClose:
+		abortConnection()
 	case faultStatus:
 		writeError(w, &apiError{
 			status:  f.status,
@@ -119,8 +162,66 @@ func (f fault) inject(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
+// cutAnswer ends an answer whose first part was sent (and flushed) as f
+// says: a reset aborts the connection, hang-mid-stream sends nothing more
+// until ctx ends. It reports whether the answer must stop.
+func (f fault) cutAnswer(ctx context.Context) bool {
+	switch f.kind {
+	case faultReset:
+		abortConnection()
+	case faultHangMid:
+		<-ctx.Done()
+		return true
+	}
+	return false
+}
+
+// cutsAnswer reports whether f cuts the answer after its first part.
+func (f fault) cutsAnswer() bool {
+	return f.kind == faultReset || f.kind == faultHangMid
+}
+
 // abortConnection ends the response abruptly: net/http closes the connection
-// without logging, so the client sees a truncated body.
+// without logging, so the client sees a truncated body, or no answer at all
+// when nothing was sent yet.
 func abortConnection() {
 	panic(http.ErrAbortHandler)
+}
+
+// maxFaultCounts bounds the requests whose limited faults are counted; past
+// it the counts start over.
+const maxFaultCounts = 10_000
+
+// faultCounts counts, per request and target, the legs a limited fault
+// (times > 0) has hit. The zero value is ready; safe for concurrent use.
+type faultCounts struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// take returns f when it still applies to this leg of requestID and
+// target, counting the leg, and no fault once f's times are used up.
+func (c *faultCounts) take(f fault, requestID, target string) fault {
+	if f.times == 0 {
+		return f
+	}
+	key := requestID + "\x00" + target
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, seen := c.counts[key]
+	if c.counts == nil || (!seen && len(c.counts) >= maxFaultCounts) {
+		c.counts = make(map[string]int)
+	}
+	c.counts[key] = n + 1
+	if n < f.times {
+		return f
+	}
+	return fault{}
+}
+
+// reset forgets every count.
+func (c *faultCounts) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.counts = nil
 }

@@ -27,6 +27,14 @@ func TestParseFaults(t *testing.T) {
 			want: faultSet{"prefill": {kind: faultStatus, status: 500}, "encode": {kind: faultHang}}},
 		{name: "several values", values: []string{"render=status:429", "conditional=reset-mid-stream"},
 			want: faultSet{"render": {kind: faultStatus, status: 429}, "conditional": {kind: faultReset}}},
+		{name: "new kinds", values: []string{"decode=hang-mid-stream, prefill=close, encode=status-once:503"},
+			want: faultSet{"decode": {kind: faultHangMid}, "prefill": {kind: faultClose}, "encode": {kind: faultStatus, status: 503, times: 1}}},
+		{name: "limited to the first legs", values: []string{"decode=status:502/2, render=close/1, encode=HANG-MID-STREAM/3"},
+			want: faultSet{"decode": {kind: faultStatus, status: 502, times: 2}, "render": {kind: faultClose, times: 1}, "encode": {kind: faultHangMid, times: 3}}},
+		{name: "limit of zero", values: []string{"decode=close/0"}, wantErr: `sim: invalid X-Sim-Fault fault "close/0"`},
+		{name: "limit not a number", values: []string{"decode=close/x"}, wantErr: `sim: invalid X-Sim-Fault fault "close/x"`},
+		{name: "once with a limit", values: []string{"decode=status-once:503/2"}, wantErr: `sim: invalid X-Sim-Fault fault "status-once:503/2"`},
+		{name: "once out of range", values: []string{"decode=status-once:200"}, wantErr: `sim: invalid X-Sim-Fault fault "status-once:200"`},
 		{name: "unknown target", values: []string{"gateway=hang"}, wantErr: `sim: invalid X-Sim-Fault entry "gateway=hang"`},
 		{name: "no equals", values: []string{"decode"}, wantErr: `sim: invalid X-Sim-Fault entry "decode"`},
 		{name: "unknown fault", values: []string{"decode=explode"}, wantErr: `sim: invalid X-Sim-Fault fault "explode"`},
@@ -189,4 +197,138 @@ func TestFaultResetMidStream(t *testing.T) {
 			assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "the connection is cut before the end")
 		})
 	}
+}
+
+// TestFaultClose: the connection is closed before any answer, on every
+// target; the leg is recorded without a status.
+func TestFaultClose(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, fault, profile, path, body string
+		render                           bool
+	}{
+		{name: "decode", fault: "decode=close", profile: "decode", path: pathChat, body: `{"messages":[]}`},
+		{name: "prefill", fault: "prefill=close", profile: "prefill", path: pathChat, body: prefillChatBody},
+		{name: "encode", fault: "encode=close", profile: "encode", path: pathChat, body: `{}`},
+		{name: "render", fault: "render=close", render: true, path: pathChatRender, body: `{"messages":[]}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := strictEnv(t)
+			url := e.gateway.URL
+			if tc.render {
+				url = e.render.URL
+			}
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+tc.path, strings.NewReader(tc.body))
+			require.NoError(t, err)
+			req.Header = legHeader(tc.profile, "close-1")
+			req.Header.Set(FaultHeader, tc.fault)
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			require.Error(t, err, "no answer at all")
+			assert.ErrorIs(t, err, io.EOF)
+			legs := e.sim.Legs()
+			require.Len(t, legs, 1)
+			assert.Zero(t, legs[0].Status)
+		})
+	}
+}
+
+// TestFaultHangMidStream: the headers and the first token (or half the
+// JSON body) arrive, then nothing until the client goes away.
+func TestFaultHangMidStream(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, fault, profile, path, body string
+		render, stream                   bool
+	}{
+		{name: "decode stream", fault: "decode=hang-mid-stream", profile: "decode", path: pathChat, body: `{"messages":[],"stream":true}`, stream: true},
+		{name: "decode JSON", fault: "decode=hang-mid-stream", profile: "decode", path: pathChat, body: `{"messages":[]}`},
+		{name: "prefill", fault: "prefill=hang-mid-stream", profile: "prefill", path: pathChat, body: prefillChatBody},
+		{name: "encode", fault: "encode=hang-mid-stream", profile: "encode", path: pathChat, body: `{"messages":[]}`},
+		{name: "render", fault: "render=hang-mid-stream", render: true, path: pathChatRender, body: `{"messages":[]}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := New(Options{OutputTokens: 4})
+			handler := s.Gateway()
+			if tc.render {
+				handler = s.Render()
+			}
+			h, _, done := handlerDone(handler)
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+tc.path, strings.NewReader(tc.body))
+			require.NoError(t, err)
+			req.Header = legHeader(tc.profile, "hang-mid-1")
+			req.Header.Set(FaultHeader, tc.fault)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			if tc.stream {
+				line, err := bufio.NewReader(resp.Body).ReadString('\n')
+				require.NoError(t, err)
+				assert.True(t, strings.HasPrefix(line, "data: {"), line)
+			} else {
+				half := make([]byte, resp.ContentLength/2)
+				_, err := io.ReadFull(resp.Body, half)
+				require.NoError(t, err, "half the body arrives")
+			}
+			select {
+			case <-done:
+				t.Fatal("the handler ended before the client went away")
+			default:
+			}
+			cancel()
+			waitClosed(t, done, tc.name)
+		})
+	}
+}
+
+// TestFaultLimitedToFirstLegs: a fault with /<n> (or status-once) hits the
+// first n legs of a request and target, then the leg is served; each
+// request and target has its own count.
+func TestFaultLimitedToFirstLegs(t *testing.T) {
+	t.Parallel()
+	e := strictEnv(t)
+	send := func(requestID, fault string) (int, error) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.gateway.URL+pathChat, strings.NewReader(prefillChatBody))
+		require.NoError(t, err)
+		req.Header = legHeader("prefill", requestID)
+		req.Header.Set(FaultHeader, fault)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil
+	}
+	statuses := func(requestID, fault string, n int) []int {
+		var got []int
+		for range n {
+			code, err := send(requestID, fault)
+			if err != nil {
+				code = 0
+			}
+			got = append(got, code)
+		}
+		return got
+	}
+	assert.Equal(t, []int{503, 200, 200}, statuses("once-1", "prefill=status-once:503", 3))
+	assert.Equal(t, []int{502, 502, 200}, statuses("twice-1", "prefill=status:502/2", 3))
+	assert.Equal(t, []int{0, 200}, statuses("close-1", "prefill=close/1", 2), "closed, then served")
+	assert.Equal(t, []int{503, 200}, statuses("once-2", "prefill=status-once:503", 2), "another request has its own count")
+	assert.Equal(t, []int{200}, statuses("once-1", "prefill=status-once:503, decode=status-once:503", 1),
+		"the count is per target: prefill's is used up")
+	e.sim.Reset()
+	assert.Equal(t, []int{503}, statuses("once-1", "prefill=status-once:503", 1), "Reset forgets the counts")
 }

@@ -25,8 +25,9 @@ type generation struct {
 	includeUsage bool
 	logprobs     int // top-k of generate logprobs, -1 for none
 	// kv is the prefill's kv_transfer_params answer (nil on decode).
-	kv    json.RawMessage
-	reset bool
+	kv json.RawMessage
+	// cut is the fault that cuts the answer after its first part, if any.
+	cut   fault
 	ttft  time.Duration
 	delay time.Duration
 }
@@ -43,7 +44,7 @@ func (s *Sim) newGeneration(call legCall, req *workerRequest, model string) *gen
 		promptTokens: req.promptTokens(),
 		stream:       req.stream(),
 		logprobs:     int(req.logprobs()),
-		reset:        call.fault.kind == faultReset,
+		cut:          call.fault,
 		delay:        s.opts.TokenDelay,
 	}
 	if m := req.maxTokens(); m != nil {
@@ -109,22 +110,23 @@ func (g *generation) write(ctx context.Context, w http.ResponseWriter) {
 		writeError(w, &apiError{status: http.StatusInternalServerError, message: "sim: encode response: " + err.Error()})
 		return
 	}
-	writeRaw(w, "application/json", body, g.reset)
+	writeRaw(ctx, w, "application/json", body, g.cut)
 }
 
-// writeRaw answers 200 with body; with reset it sends half of it and aborts
-// the connection.
-func writeRaw(w http.ResponseWriter, contentType string, body []byte, reset bool) {
+// writeRaw answers 200 with body; when cut cuts answers (reset-mid-stream,
+// hang-mid-stream) it sends half of it, then aborts the connection or sends
+// nothing more until ctx ends.
+func writeRaw(ctx context.Context, w http.ResponseWriter, contentType string, body []byte, cut fault) {
 	h := w.Header()
 	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	if !reset {
+	if !cut.cutsAnswer() {
 		_, _ = w.Write(body)
 		return
 	}
 	_, _ = w.Write(body[:len(body)/2])
 	_ = http.NewResponseController(w).Flush()
-	abortConnection()
+	cut.cutAnswer(ctx)
 }
 
 // sleep waits d or until ctx ends; it reports whether d elapsed.

@@ -59,7 +59,7 @@ func (s *Sim) serveRender(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.watchLeg(r, FaultTargetRender)
-	f := faults.target(FaultTargetRender)
+	f := s.faults.take(faults.target(FaultTargetRender), r.Header.Get("X-Request-Id"), FaultTargetRender)
 	if f.inject(w, r) {
 		return
 	}
@@ -78,7 +78,7 @@ func (s *Sim) serveRender(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusInternalServerError, message: "sim: encode response: " + err.Error()})
 		return
 	}
-	writeRaw(w, "application/json", resp, f.kind == faultReset)
+	writeRaw(r.Context(), w, "application/json", resp, f)
 }
 
 // renderRequest holds the fields render reads from a chat or completions

@@ -72,6 +72,8 @@ type Sim struct {
 	served *memory[uint64, struct{}]
 	seed   maphash.Seed
 	nextID atomic.Uint64
+	// faults counts the legs hit by faults limited to the first n.
+	faults faultCounts
 }
 
 // New returns a simulator; it starts nothing.
@@ -119,6 +121,7 @@ func (s *Sim) Reset() {
 	s.legs.reset()
 	s.prefilled.reset()
 	s.served.reset()
+	s.faults.reset()
 }
 
 // model resolves the requested model: "" means the first served model.

@@ -51,8 +51,8 @@ func (g *generation) writeStream(ctx context.Context, w http.ResponseWriter) {
 		if rc.Flush() != nil {
 			return
 		}
-		if g.reset {
-			abortConnection()
+		if g.cut.cutAnswer(ctx) {
+			return
 		}
 	}
 	buf = buf[:0]

@@ -87,6 +87,7 @@ func (s *Sim) serveLeg(w http.ResponseWriter, r *http.Request, call legCall) {
 		writeError(w, &apiError{status: http.StatusMethodNotAllowed, message: "Method Not Allowed"})
 		return
 	}
+	call.fault = s.faults.take(call.fault, call.requestID, faultTarget(call.role, call.conditional))
 	if call.fault.inject(w, r) {
 		return
 	}
@@ -105,7 +106,7 @@ func (s *Sim) serveLeg(w http.ResponseWriter, r *http.Request, call legCall) {
 		return
 	}
 	if call.role == roleEncode {
-		s.answerEncode(w, call, req, model)
+		s.answerEncode(r.Context(), w, call, req, model)
 		return
 	}
 	key := s.promptKey(model, req)
