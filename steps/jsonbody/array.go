@@ -7,6 +7,14 @@ package jsonbody
 // [*SyntaxError], an error wrapping [ErrTooDeep], or [ErrNotArray] when data
 // is valid JSON of another kind.
 func ParseArray(data []byte) ([][]byte, error) {
+	elems, err := parseArray(data)
+	if err != nil {
+		return nil, located(data, err)
+	}
+	return elems, nil
+}
+
+func parseArray(data []byte) ([][]byte, error) {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '[' {
 		if err := Valid(data); err != nil {

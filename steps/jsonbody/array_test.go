@@ -52,12 +52,12 @@ func TestParseArrayErrors(t *testing.T) {
 		{name: "null", in: `null`, notArray: true},
 		{name: "string", in: `"[]"`, notArray: true},
 		{name: "empty", in: ``, syntax: "unexpected end of JSON input at offset 0"},
-		{name: "invalid object", in: `{"a"`, syntax: "unexpected end of JSON input at offset 4"},
-		{name: "trailing comma", in: `[1,]`, syntax: "invalid character ']' looking for beginning of value at offset 3"},
+		{name: "invalid object", in: `{"a"`, syntax: "unexpected end of JSON input at offset 4 (in a)"},
+		{name: "trailing comma", in: `[1,]`, syntax: "invalid character ']' looking for beginning of value at offset 3 (in [1])"},
 		{name: "trailing garbage", in: `[1]]`, syntax: "invalid character ']' after top-level value at offset 3"},
 		{name: "trailing garbage after empty", in: `[] x`, syntax: "invalid character 'x' after top-level value at offset 3"},
-		{name: "missing comma", in: `[1 2]`, syntax: "invalid character '2' after array element at offset 3"},
-		{name: "unclosed", in: `[1`, syntax: "unexpected end of JSON input at offset 2"},
+		{name: "missing comma", in: `[1 2]`, syntax: "invalid character '2' after array element at offset 3 (in [0])"},
+		{name: "unclosed", in: `[1`, syntax: "unexpected end of JSON input at offset 2 (in [0])"},
 		{name: "too deep", in: strings.Repeat("[", jsonbody.MaxDepth+1), tooDeep: true},
 	}
 	for _, tt := range tests {

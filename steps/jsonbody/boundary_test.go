@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,7 +14,7 @@ import (
 
 // The string scanner reads 8 and 16 bytes at a time; these tests put every
 // byte value, and pairs of tricky ones, at every position across those word
-// boundaries and compare with encoding/json.
+// boundaries and compare with encoding/json plus UTF-8 validation.
 
 func TestStringEveryByteAtEveryPosition(t *testing.T) {
 	t.Parallel()
@@ -47,9 +48,9 @@ func TestStringPairsAtWordBoundaries(t *testing.T) {
 
 func checkDoc(t *testing.T, doc []byte) {
 	t.Helper()
-	want := json.Valid(doc)
+	want := validJSON(doc)
 	if err := jsonbody.Valid(doc); (err == nil) != want {
-		require.Failf(t, "Valid disagrees with encoding/json", "%q: err %v, json.Valid %v", doc, err, want)
+		require.Failf(t, "Valid disagrees with encoding/json", "%q: err %v, valid %v", doc, err, want)
 	}
 	if !want || doc[0] != '"' {
 		return
@@ -61,3 +62,8 @@ func checkDoc(t *testing.T, doc []byte) {
 		assert.Failf(t, "String disagrees with encoding/json", "%q: got %q %v, want %q", doc, got, ok, s)
 	}
 }
+
+// validJSON is what jsonbody accepts (below MaxDepth): valid for
+// encoding/json, and valid UTF-8 (outside strings any non-ASCII byte is
+// already a syntax error).
+func validJSON(data []byte) bool { return json.Valid(data) && utf8.Valid(data) }

@@ -3,7 +3,8 @@
 // not change.
 //
 // [ParseObject] validates the whole document in one pass (same accept/reject
-// decisions as encoding/json.Valid, plus a [MaxDepth] nesting limit) and indexes
+// decisions as encoding/json.Valid, plus a [MaxDepth] nesting limit and UTF-8
+// validation of strings) and indexes
 // the top-level members. Member values are raw JSON text that aliases the input;
 // a step reads the few keys it owns with [Object.Get] and the typed readers
 // ([String], [Int], [Bool], [Uint32s], ...), replaces them with [Object.Set] and

@@ -30,12 +30,30 @@ var (
 type SyntaxError struct {
 	Offset int64
 	Msg    string
+	// Path names the member or element the offending character is in, as
+	// keys joined by dots and array indexes in brackets
+	// ("messages[1].content"); empty at the top level.
+	Path string
 }
 
-// Error returns Msg followed by the offset, e.g.
-// "invalid character 'x' looking for beginning of value at offset 12".
+// Error returns Msg followed by the offset and the path, e.g.
+// "invalid character 'x' looking for beginning of value at offset 12 (in n[2])".
 func (e *SyntaxError) Error() string {
-	return e.Msg + " at offset " + strconv.FormatInt(e.Offset, 10)
+	s := e.Msg + " at offset " + strconv.FormatInt(e.Offset, 10)
+	if e.Path != "" {
+		s += " (in " + e.Path + ")"
+	}
+	return s
+}
+
+// located fills in the Path of a *SyntaxError about data, once, where an
+// exported function returns it (computing it costs a second walk of data up
+// to the error, which only failing documents pay).
+func located(data []byte, err error) error {
+	if se, ok := err.(*SyntaxError); ok && se.Path == "" {
+		se.Path = pathAt(data, int(se.Offset))
+	}
+	return err
 }
 
 // errAt reports the character at data[i] (or the end of input when i is past
@@ -49,6 +67,12 @@ func errAt(data []byte, i int, context string) error {
 		msg += " " + context
 	}
 	return &SyntaxError{Offset: int64(i), Msg: msg}
+}
+
+// errUTF8 reports a byte at offset i, inside a string, that does not start
+// a valid UTF-8 sequence.
+func errUTF8(i int) error {
+	return &SyntaxError{Offset: int64(i), Msg: "invalid UTF-8 in string literal"}
 }
 
 // errDepth reports nesting deeper than MaxDepth at data[i].

@@ -40,7 +40,8 @@ func firstByte(data []byte) byte {
 	return trimmed[0]
 }
 
-// FuzzValid checks Valid and ParseArray against encoding/json.
+// FuzzValid checks Valid and ParseArray against encoding/json plus UTF-8
+// validation, and that a syntax error's path names a prefix of the document.
 func FuzzValid(f *testing.F) {
 	addSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -48,12 +49,13 @@ func FuzzValid(f *testing.F) {
 		if errors.Is(err, jsonbody.ErrTooDeep) {
 			return // encoding/json allows 10000 levels
 		}
-		valid := json.Valid(data)
+		valid := validJSON(data)
 		require.Equal(t, valid, err == nil, "Valid(%q) = %v", data, err)
 		if err != nil {
 			var se *jsonbody.SyntaxError
 			require.ErrorAs(t, err, &se)
 			assert.True(t, se.Offset >= 0 && se.Offset <= int64(len(data)), "offset %d", se.Offset)
+			assert.LessOrEqual(t, len(se.Path), 32*(64+12)+3, "path %q", se.Path)
 		}
 
 		elems, err := jsonbody.ParseArray(data)
@@ -85,7 +87,7 @@ func FuzzParseObject(f *testing.F) {
 		if errors.Is(err, jsonbody.ErrTooDeep) {
 			return
 		}
-		valid := json.Valid(data)
+		valid := validJSON(data)
 		isObject := valid && firstByte(data) == '{'
 		require.Equal(t, isObject, err == nil, "ParseObject(%q) = %v", data, err)
 		if !isObject {
@@ -155,7 +157,7 @@ func assertObject(t *testing.T, want map[string]any, body []byte) {
 func FuzzValues(f *testing.F) {
 	addSeeds(f)
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		valid := json.Valid(raw) && bytes.Equal(bytes.TrimSpace(raw), raw)
+		valid := validJSON(raw) && bytes.Equal(bytes.TrimSpace(raw), raw)
 		first := firstByte(raw)
 
 		s, ok := jsonbody.String(raw)

@@ -1,9 +1,6 @@
 package jsonbody
 
-import (
-	"bytes"
-	"unicode/utf8"
-)
+import "bytes"
 
 // Object is a JSON object held as its ordered members. Each member keeps its
 // original key text and raw value text; members a caller does not change are
@@ -24,14 +21,22 @@ type member struct {
 
 // ParseObject validates that data is one complete, valid JSON document whose
 // top level is an object and indexes its members in document order. Validation
-// covers the whole document at any depth and matches encoding/json.Valid (see
-// [Valid]); surrounding whitespace is allowed.
+// covers the whole document at any depth, UTF-8 included (see [Valid]);
+// surrounding whitespace is allowed.
 //
 // Keys and values alias data (nothing is copied): data must not be modified
 // while the Object or any value from it is in use. Errors are a
 // [*SyntaxError], an error wrapping [ErrTooDeep], or [ErrNotObject] when data
 // is valid JSON of another kind (null included).
 func ParseObject(data []byte) (*Object, error) {
+	o, err := parseObject(data)
+	if err != nil {
+		return nil, located(data, err)
+	}
+	return o, nil
+}
+
+func parseObject(data []byte) (*Object, error) {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		if err := Valid(data); err != nil {
@@ -85,11 +90,11 @@ func (o *Object) end(data []byte, i int) (*Object, error) {
 }
 
 // keyName returns the unescaped form of a scanned key, decoded the way
-// encoding/json decodes it (invalid UTF-8 becomes U+FFFD). It aliases key
-// when no decoding is needed.
+// encoding/json decodes it (an unpaired surrogate escape becomes U+FFFD). It
+// aliases key when no decoding is needed.
 func keyName(key []byte, escaped bool) []byte {
 	content := key[1 : len(key)-1]
-	if !escaped && utf8.Valid(content) {
+	if !escaped {
 		return content
 	}
 	return appendUnquoted(make([]byte, 0, len(content)), content)

@@ -3,18 +3,21 @@ package jsonbody
 import (
 	"encoding/binary"
 	"math/bits"
+	"unicode/utf8"
 )
 
 // Valid reports the first syntax error of data, or nil when data is one
 // complete JSON document (any top-level value, optional surrounding
-// whitespace). It accepts and rejects exactly what encoding/json.Valid does,
-// except that nesting deeper than [MaxDepth] fails with [ErrTooDeep]. Like
-// encoding/json it does not check UTF-8 and rejects a leading byte order mark.
-// Errors are a [*SyntaxError] or wrap ErrTooDeep.
+// whitespace). It accepts exactly what encoding/json.Valid accepts, except
+// that nesting deeper than [MaxDepth] fails with [ErrTooDeep] and, as RFC 8259
+// §8.1 requires and Python's json does, invalid UTF-8 in a string fails (a
+// [*SyntaxError] "invalid UTF-8 in string literal"). Like encoding/json it
+// rejects a leading byte order mark. Errors are a [*SyntaxError] or wrap
+// ErrTooDeep.
 func Valid(data []byte) error {
 	i, err := scanValue(data, skipSpace(data, 0), 0)
 	if err != nil {
-		return err
+		return located(data, err)
 	}
 	return expectEnd(data, i)
 }
@@ -169,19 +172,21 @@ const (
 )
 
 // stringSpecial returns a non-zero word when one of the eight bytes of x
-// (little endian) is '"', '\\' or a control character below 0x20. Its lowest
-// set bit is always in the first such byte; higher bits may be false
-// positives caused by borrows, which never propagate downwards.
+// (little endian) is '"', '\\', a control character below 0x20 or a byte of a
+// multi-byte UTF-8 sequence (0x80 and up). Its lowest set bit is always in the
+// first such byte; higher bits may be false positives caused by borrows,
+// which never propagate downwards.
 func stringSpecial(x uint64) uint64 {
 	q := x ^ (lsbs * '"')
 	b := x ^ (lsbs * '\\')
 	// (v - 0x01..) &^ v & 0x80.. finds zero bytes of v; (x - 0x20..) &^ x finds
-	// bytes below 0x20. x, q and b share their high bits, so one &^ x serves all.
-	return ((x - lsbs*0x20) | (q - lsbs) | (b - lsbs)) &^ x & msbs
+	// bytes below 0x20. x, q and b share their high bits, so one &^ x serves
+	// all; | x then adds the bytes whose own high bit is set.
+	return (((x-lsbs*0x20)|(q-lsbs)|(b-lsbs))&^x | x) & msbs
 }
 
-// indexSpecial returns the index of the first '"', '\\' or control character
-// in data at or after i, or len(data).
+// indexSpecial returns the index of the first '"', '\\', control character or
+// non-ASCII byte in data at or after i, or len(data).
 func indexSpecial(data []byte, i int) int {
 	for ; i+16 <= len(data); i += 16 {
 		m := stringSpecial(binary.LittleEndian.Uint64(data[i : i+8]))
@@ -193,7 +198,7 @@ func indexSpecial(data []byte, i int) int {
 		}
 	}
 	for ; i < len(data); i++ {
-		if c := data[i]; c < 0x20 || c == '"' || c == '\\' {
+		if c := data[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
 			return i
 		}
 	}
@@ -201,7 +206,8 @@ func indexSpecial(data []byte, i int) int {
 }
 
 // scanString scans the string starting with the quote at data[i] and returns
-// the index just past its closing quote and whether it contains escapes.
+// the index just past its closing quote and whether it contains escapes. The
+// string must be valid UTF-8.
 func scanString(data []byte, i int) (end int, escaped bool, err error) {
 	i++
 	for {
@@ -218,9 +224,39 @@ func scanString(data []byte, i int) (end int, escaped bool, err error) {
 				return i, escaped, err
 			}
 		default:
-			return i, escaped, errAt(data, i, "in string literal")
+			if data[i] < utf8.RuneSelf {
+				return i, escaped, errAt(data, i, "in string literal")
+			}
+			if i, err = scanUTF8(data, i); err != nil {
+				return i, escaped, err
+			}
 		}
 	}
+}
+
+// scanUTF8 checks the run of multi-byte UTF-8 sequences starting at data[i]
+// and returns the index of the first ASCII byte after it. Two- and
+// three-byte sequences (Latin, Cyrillic, CJK, ...) take a fast path.
+func scanUTF8(data []byte, i int) (int, error) {
+	for i < len(data) {
+		c := data[i]
+		switch {
+		case c < utf8.RuneSelf:
+			return i, nil
+		case c >= 0xc2 && c <= 0xdf && i+1 < len(data) && data[i+1]&0xc0 == 0x80:
+			i += 2
+		case (c >= 0xe1 && c <= 0xec || c == 0xee || c == 0xef) && i+2 < len(data) &&
+			data[i+1]&0xc0 == 0x80 && data[i+2]&0xc0 == 0x80:
+			i += 3 // E0, ED (overlong, surrogates) take the slow path
+		default:
+			r, size := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && size == 1 {
+				return i, errUTF8(i)
+			}
+			i += size
+		}
+	}
+	return i, nil
 }
 
 // scanEscape checks the escape sequence starting with the backslash at

@@ -11,9 +11,9 @@ import (
 )
 
 // String returns the value of the JSON string raw, unescaped exactly as
-// encoding/json decodes it (invalid UTF-8 and unpaired surrogate escapes
-// become U+FFFD). It reports false when raw is not exactly one valid JSON
-// string (surrounding whitespace included). The result never aliases raw; it
+// encoding/json decodes it (an unpaired surrogate escape becomes U+FFFD). It
+// reports false when raw is not exactly one valid JSON string (invalid UTF-8
+// and surrounding whitespace included). The result never aliases raw; it
 // costs one allocation (none for the empty string).
 func String(raw []byte) (string, bool) {
 	if len(raw) == 0 || raw[0] != '"' {
@@ -24,7 +24,7 @@ func String(raw []byte) (string, bool) {
 		return "", false
 	}
 	content := raw[1 : len(raw)-1]
-	if !escaped && utf8.Valid(content) {
+	if !escaped {
 		return string(content), true
 	}
 	b := appendUnquoted(make([]byte, 0, len(content)), content)
@@ -44,7 +44,7 @@ func appendUnquoted(dst, content []byte) []byte {
 		if n < 0 {
 			n = len(content)
 		}
-		dst = appendValidUTF8(dst, content[:n])
+		dst = append(dst, content[:n]...)
 		if content = content[n:]; len(content) == 0 {
 			break
 		}
@@ -79,24 +79,6 @@ func appendUnquoted(dst, content []byte) []byte {
 			dst = append(dst, c)
 		}
 		content = content[2:]
-	}
-	return dst
-}
-
-// appendValidUTF8 appends s with each byte of invalid UTF-8 replaced by
-// U+FFFD, as encoding/json does when decoding.
-func appendValidUTF8(dst, s []byte) []byte {
-	if utf8.Valid(s) {
-		return append(dst, s...)
-	}
-	for len(s) > 0 {
-		r, size := utf8.DecodeRune(s)
-		if r == utf8.RuneError && size == 1 {
-			dst = utf8.AppendRune(dst, r)
-		} else {
-			dst = append(dst, s[:size]...)
-		}
-		s = s[size:]
 	}
 	return dst
 }
@@ -243,6 +225,14 @@ func parseExponent(e []byte) int64 {
 // [*SyntaxError], and a valid non-array [ErrNotArray]. An empty array yields
 // an empty, non-nil slice. Whitespace around and inside raw is allowed.
 func Uint32s(raw []byte) ([]uint32, error) {
+	ids, err := uint32s(raw)
+	if err != nil {
+		return nil, located(raw, err)
+	}
+	return ids, nil
+}
+
+func uint32s(raw []byte) ([]uint32, error) {
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '[' {
 		if err := Valid(raw); err != nil {
