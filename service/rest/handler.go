@@ -36,6 +36,7 @@ type Handler struct {
 	ready   *service.Readiness
 	metrics *metrics.Metrics
 	queued  steps.RequestStore // nil without an async-broker step (requests.go)
+	pass    *passthrough       // nil without a gateway to relay to (passthrough.go)
 }
 
 // NewHandler builds the REST front over a CoordinatorService client.
@@ -54,17 +55,29 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 		return nil, err
 	}
 	h := &Handler{mux: http.NewServeMux(), gateway: gw, client: client, maxBody: maxBody, ready: ready, metrics: m}
-	h.mux.Handle("POST /v1/chat/completions", h.inference(coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS))
-	h.mux.Handle("POST /v1/completions", h.inference(coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS))
-	h.mux.Handle("POST /inference/v1/generate", h.inference(coordinatorv1.Endpoint_ENDPOINT_GENERATE))
-	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
-	h.mux.HandleFunc("GET /readyz", h.readyz)
-	h.mux.Handle("GET /metrics", m.Handler())
-	h.mux.HandleFunc("GET /openapi.json", serveOpenAPI)
-	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeOpenAIError(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path, "")
-	})
+	h.handle("POST /v1/chat/completions", h.inference(coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS))
+	h.handle("POST /v1/completions", h.inference(coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS))
+	h.handle("POST /inference/v1/generate", h.inference(coordinatorv1.Endpoint_ENDPOINT_GENERATE))
+	h.handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") }))
+	h.handle("GET /readyz", http.HandlerFunc(h.readyz))
+	h.handle("GET /metrics", m.Handler())
+	h.handle("GET /openapi.json", http.HandlerFunc(serveOpenAPI))
+	h.mux.HandleFunc("/v1/requests/{id}", h.unqueued) // ServeQueued's methods win over it
+	h.mux.HandleFunc("/", h.unregistered)
 	return h, nil
+}
+
+// handle serves pattern ("METHOD /path", GET taking HEAD too); the path's
+// other methods get 405 instead of the passthrough, which takes every path
+// nothing else serves.
+func (h *Handler) handle(pattern string, handler http.Handler) {
+	method, path, _ := strings.Cut(pattern, " ")
+	allow := method
+	if method == http.MethodGet {
+		allow = "GET, HEAD"
+	}
+	h.mux.Handle(pattern, handler)
+	h.mux.Handle(path, methodNotAllowed(allow))
 }
 
 // ServeHTTP implements http.Handler.

@@ -15,6 +15,7 @@ import (
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
 // Module serves the REST front on server.listen_addr.
@@ -23,12 +24,14 @@ var Module = fx.Module("rest",
 	fx.Invoke(serveHTTP),
 )
 
-func newHandler(in *service.InProcess, cfg config.Config, ready *service.Readiness, m *metrics.Metrics, p *steps.Pipeline) (*Handler, error) {
+func newHandler(in *service.InProcess, cfg config.Config, ready *service.Readiness, m *metrics.Metrics, p *steps.Pipeline,
+	gateway *upstream.Client, log *slog.Logger) (*Handler, error) {
 	h, err := NewHandler(context.Background(), in.Client, cfg.Server.MaxRequestBodyBytes(), ready, m)
 	if err != nil {
 		return nil, err
 	}
 	h.ServeQueued(p.RequestStore())
+	h.ServePassthrough(gateway, log, cfg.Server.StreamWriteTimeout)
 	return h, nil
 }
 

@@ -101,7 +101,7 @@ func TestOpenAPIDocumentedRoutesAreServed(t *testing.T) {
 			}
 			r := httptest.NewRequest(strings.ToUpper(method), strings.ReplaceAll(path, "{id}", "abc-123"), nil)
 			_, pattern := h.mux.Handler(r)
-			assert.NotEqual(t, "/", pattern, "%s %s is documented but not routed", method, path)
+			assert.True(t, strings.HasPrefix(pattern, strings.ToUpper(method)+" "), "%s %s is documented but not routed (%q)", method, path, pattern)
 		}
 	}
 }

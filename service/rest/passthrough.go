@@ -1,0 +1,313 @@
+package rest
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/coordinator-project/coordinator/service/apierror"
+	"github.com/coordinator-project/coordinator/service/metrics"
+	"github.com/coordinator-project/coordinator/steps/upstream"
+)
+
+// endpointPassthrough labels every relayed request in the metrics, whatever
+// its path: clients choose paths, and must not choose metric series.
+const endpointPassthrough = "passthrough"
+
+// passthrough relays the requests of paths no route serves to the gateway
+// (compat §3.6).
+type passthrough struct {
+	gateway *upstream.Client
+	log     *slog.Logger
+	// writeTimeout bounds each write of a relayed answer; 0: no bound.
+	writeTimeout time.Duration
+}
+
+// ServePassthrough relays every path no route serves (/v1/models,
+// /v1/embeddings, /tokenize, ...) to the gateway with EPP-Profile: decode:
+// same method, path, query, body and forwardable headers, x-request-id
+// validated or regenerated. The body is streamed to the gateway under the
+// max body size (413 past it); the answer is relayed as it comes, whatever
+// its status, each read flushed to the client, the server's write timeout
+// lifted and each write bounded by streamWriteTimeout (0: unbounded). No
+// answer from the gateway is 502, or 504 when it timed out. Without
+// ServePassthrough those paths are 404.
+func (h *Handler) ServePassthrough(gateway *upstream.Client, log *slog.Logger, streamWriteTimeout time.Duration) {
+	h.pass = &passthrough{gateway: gateway, log: log, writeTimeout: streamWriteTimeout}
+}
+
+// unregistered serves a path no route claims: the passthrough, counted in
+// the metrics and logged once; 404 without one.
+func (h *Handler) unregistered(w http.ResponseWriter, r *http.Request) {
+	if h.pass == nil {
+		notFound(w, r)
+		return
+	}
+	start := time.Now()
+	id := upstream.RequestID(r.Header.Get("X-Request-Id"))
+	rec := &recorder{ResponseWriter: w}
+	out := h.servePassthrough(rec, r, id)
+	h.metrics.RequestDone(metrics.APIREST, endpointPassthrough, strconv.Itoa(rec.status()), time.Since(start))
+	h.metrics.Bytes(metrics.APIREST, "in", out.in)
+	h.metrics.Bytes(metrics.APIREST, "out", rec.written)
+	h.pass.logDone(r, id, rec.status(), time.Since(start), out.err)
+	if out.broken {
+		panic(http.ErrAbortHandler) // the client sees a cut answer, not a clean end
+	}
+}
+
+// outcome is how a relayed request went.
+type outcome struct {
+	// in counts the body bytes read from the client.
+	in int
+	// err is the failure to log: nil when the client got the gateway's
+	// answer whole, or an answer of ours (413, 400, 405).
+	err error
+	// broken marks an answer that broke off after its headers went out.
+	broken bool
+}
+
+// servePassthrough relays one request.
+func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id string) outcome {
+	w.Header().Set("X-Request-Id", id)
+	if r.Method == http.MethodConnect {
+		writeOpenAIError(w, http.StatusMethodNotAllowed, "CONNECT is not relayed (request_id: "+id+")", "")
+		return outcome{}
+	}
+	if r.ContentLength > h.maxBody {
+		writeOpenAIError(w, http.StatusRequestEntityTooLarge, "request body too large (request_id: "+id+")", "")
+		return outcome{}
+	}
+	endInFlight := h.metrics.Begin(metrics.APIREST, false)
+	defer func() { endInFlight() }()
+	var body *countedBody
+	fr := upstream.ForwardRequest{
+		Method: r.Method, Target: target(r), RequestID: id, Header: withForwardedFor(r), ContentLength: r.ContentLength,
+	}
+	if r.ContentLength != 0 {
+		body = &countedBody{r: http.MaxBytesReader(w, r.Body, h.maxBody)}
+		fr.Body = body
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{}) // the gateway may think long; writes get their own bound
+	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	resp, err := h.pass.gateway.Forward(upstream.WithObserver(ctx, h.metrics), fr)
+	if err != nil {
+		return outcome{in: body.count(), err: h.pass.failed(w, r, id, body.readErr(), err)}
+	}
+	defer resp.Body.Close()
+	hdr := w.Header()
+	for k, v := range resp.Header {
+		hdr[k] = v
+	}
+	hdr.Set("X-Request-Id", id)
+	w.WriteHeader(resp.StatusCode)
+	if isEventStream(resp.Header.Get("Content-Type")) {
+		endInFlight()
+		endInFlight = h.metrics.Begin(metrics.APIREST, true)
+		h.pass.deadline(rc)
+		_ = rc.Flush() // the client learns the stream started before its first event
+	}
+	start := time.Now()
+	upErr, clientErr := h.pass.relay(w, rc, resp.Body, func() {
+		h.metrics.FirstByte(metrics.APIREST, endpointPassthrough, time.Since(start))
+	})
+	switch {
+	case clientErr != nil:
+		return outcome{in: body.count(), err: clientErr}
+	case upErr != nil:
+		return outcome{in: body.count(), err: upErr, broken: r.Context().Err() == nil}
+	}
+	return outcome{in: body.count()}
+}
+
+// failed answers a request the gateway did not answer: 413 when the body
+// went past the cap, 400 when it could not be read, nothing when the client
+// went away, otherwise the gateway failure as apierror maps it (502, 504 on
+// a timeout). It returns the failure to log.
+func (p *passthrough) failed(w http.ResponseWriter, r *http.Request, id string, bodyErr, err error) error {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(bodyErr, &tooBig):
+		writeOpenAIError(w, http.StatusRequestEntityTooLarge, "request body too large (request_id: "+id+")", "")
+		return nil
+	case r.Context().Err() != nil:
+		return err
+	case bodyErr != nil:
+		writeOpenAIError(w, http.StatusBadRequest, "failed to read request body (request_id: "+id+")", "")
+		return nil
+	}
+	writeError(w, apierror.FromError(err, id).Err())
+	return err
+}
+
+// relay copies the answer's body to the client, flushing each read as it
+// comes (server-sent events arrive as sent), each write bounded by
+// writeTimeout. onFirst runs before the first byte. It returns the first
+// error of each side.
+func (p *passthrough) relay(w http.ResponseWriter, rc *http.ResponseController, body io.Reader, onFirst func()) (upErr, clientErr error) {
+	bufp := relayBuffers.Get().(*[]byte)
+	defer relayBuffers.Put(bufp)
+	buf := *bufp
+	for first := true; ; first = false {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if first {
+				onFirst()
+			}
+			p.deadline(rc)
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return nil, werr
+			}
+			if ferr := rc.Flush(); ferr != nil {
+				return nil, ferr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			p.deadline(rc) // for the server's last write, the end of the body
+			return nil, nil
+		}
+		if err != nil {
+			return err, nil
+		}
+	}
+}
+
+// deadline bounds the next write to the client.
+func (p *passthrough) deadline(rc *http.ResponseController) {
+	if p.writeTimeout > 0 {
+		_ = rc.SetWriteDeadline(time.Now().Add(p.writeTimeout))
+	}
+}
+
+// logDone logs a relayed request once: at info when it went through (the
+// gateway's own status included), debug when the client went away, warning
+// otherwise.
+func (p *passthrough) logDone(r *http.Request, id string, status int, d time.Duration, err error) {
+	attrs := []slog.Attr{
+		slog.String("request_id", id),
+		slog.String("api", metrics.APIREST),
+		slog.String("endpoint", endpointPassthrough),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Duration("duration", d),
+	}
+	switch {
+	case err == nil:
+		p.log.LogAttrs(r.Context(), slog.LevelInfo, "request done", attrs...)
+	case r.Context().Err() != nil:
+		p.log.LogAttrs(r.Context(), slog.LevelDebug, "request cancelled by the client", append(attrs, slog.String("error", err.Error()))...)
+	default:
+		p.log.LogAttrs(r.Context(), slog.LevelWarn, "request failed", append(attrs, slog.String("error", err.Error()))...)
+	}
+}
+
+// relayBuffers recycles the relay's read buffers across requests.
+var relayBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// target is the request's escaped path and raw query, as the client sent
+// them.
+func target(r *http.Request) string {
+	if r.URL.RawQuery == "" {
+		return r.URL.EscapedPath()
+	}
+	return r.URL.EscapedPath() + "?" + r.URL.RawQuery
+}
+
+// withForwardedFor is the client's header with the client's address
+// appended to X-Forwarded-For and X-Forwarded-Host set if absent, as the
+// inference legs carry them.
+func withForwardedFor(r *http.Request) http.Header {
+	h := r.Header.Clone()
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if prior := r.Header.Values("X-Forwarded-For"); len(prior) > 0 {
+			ip = strings.Join(prior, ", ") + ", " + ip
+		}
+		h["X-Forwarded-For"] = []string{ip}
+	}
+	if h.Get("X-Forwarded-Host") == "" && r.Host != "" {
+		h["X-Forwarded-Host"] = []string{r.Host}
+	}
+	return h
+}
+
+// isEventStream reports whether a content type is text/event-stream.
+func isEventStream(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "text/event-stream"
+}
+
+// countedBody is the client's body on its way to the gateway: it counts
+// the bytes read and keeps the first read error (the cap's
+// *http.MaxBytesError among them). The transport may read it from another
+// goroutine; nil reads as an empty body.
+type countedBody struct {
+	r   io.Reader
+	mu  sync.Mutex
+	n   int
+	err error
+}
+
+func (b *countedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.mu.Lock()
+	b.n += n
+	if err != nil && !errors.Is(err, io.EOF) && b.err == nil {
+		b.err = err
+	}
+	b.mu.Unlock()
+	return n, err
+}
+
+func (b *countedBody) count() int {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n
+}
+
+func (b *countedBody) readErr() error {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// methodNotAllowed answers the methods a served path does not take, so
+// they are not relayed: 405 with Allow.
+func methodNotAllowed(allow string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeOpenAIError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path+" (allow: "+allow+")", "")
+	}
+}
+
+// unqueued answers /v1/requests/{id} for the methods ServeQueued does not
+// serve: 405 with an async-broker step, 404 without one. Queued requests
+// live here, so these paths are never relayed.
+func (h *Handler) unqueued(w http.ResponseWriter, r *http.Request) {
+	if h.queued == nil {
+		notFound(w, r)
+		return
+	}
+	methodNotAllowed("GET, HEAD, DELETE")(w, r)
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeOpenAIError(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path, "")
+}

@@ -1,0 +1,155 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// LegPassthrough names the leg of a request relayed to the gateway as it
+// came (a path the coordinator does not serve, compat §3.6).
+const LegPassthrough = "passthrough"
+
+// ForwardRequest is a client request relayed to the gateway's decode
+// profile as it came: same method, target, body and (forwardable) headers.
+type ForwardRequest struct {
+	// Method is the client's method.
+	Method string
+	// Target is the escaped path, then "?" and the raw query if any; it is
+	// appended to the client's base URL and must start with "/".
+	Target string
+	// RequestID is sent as x-request-id.
+	RequestID string
+	// Header is the client's request header as it came; see Forward for
+	// what is sent of it.
+	Header http.Header
+	// Body is the client's body, read as it is sent; nil for none.
+	Body io.Reader
+	// ContentLength is the body's length; -1 when unknown (sent chunked).
+	ContentLength int64
+}
+
+// Forward relays r to the gateway with EPP-Profile: decode. It sends the
+// headers every leg may carry (ForwardedHeaders) less those the client's
+// Connection header names, plus the client's Content-Type, the request id
+// and the profile. The answer comes back whatever its status, body unread
+// (the caller closes it), its hop-by-hop headers removed; its body's Read
+// errors and Options.StreamIdleTimeout are as for Post. A transport failure
+// is a *TransportError; when ctx ended it is ctx's error, wrapped.
+//
+// The leg is reported to ctx's Observer with phase "decode" and traced as a
+// span of ctx's, like Post's legs.
+func (c *Client) Forward(ctx context.Context, r ForwardRequest) (*http.Response, error) {
+	start := time.Now()
+	ctx, span := tracer.Start(ctx, "leg "+LegPassthrough, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("coordinator.phase", ProfileDecode), attribute.String("coordinator.request_id", r.RequestID)))
+	resp, err := c.forward(ctx, r, span)
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	if o := observerFrom(ctx); o != nil {
+		o.LegDone(LegResult{Leg: LegPassthrough, Phase: ProfileDecode, StatusCode: status, Duration: time.Since(start), Attempt: 1})
+	}
+	span.SetAttributes(attribute.Int("http.response.status_code", status))
+	if err != nil {
+		span.SetStatus(otelcodes.Error, err.Error())
+		span.End()
+		return nil, err
+	}
+	resp.Body = &spanBody{ReadCloser: resp.Body, span: span}
+	return resp, nil
+}
+
+func (c *Client) forward(ctx context.Context, r ForwardRequest, span trace.Span) (*http.Response, error) {
+	if !strings.HasPrefix(r.Target, "/") {
+		return nil, fmt.Errorf("%s: target %q is not a path", LegPassthrough, r.Target)
+	}
+	legCtx, cancel := context.WithCancelCause(ctx) // the idle watchdog's, and Close's
+	req, err := http.NewRequestWithContext(legCtx, r.Method, c.base+r.Target, r.Body)
+	if err != nil {
+		cancel(nil)
+		return nil, fmt.Errorf("%s: %w", LegPassthrough, err)
+	}
+	if r.Body != nil {
+		req.ContentLength = max(r.ContentLength, 0) // 0 with a body: unknown, chunked
+	}
+	req.Header = forwardHeader(r.Header, r.RequestID)
+	if span.SpanContext().IsValid() {
+		otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
+	}
+	if c.log != nil && c.log.Enabled(ctx, levelTrace) {
+		c.log.Log(ctx, levelTrace, "leg request", "leg", LegPassthrough, "request_id", r.RequestID, "method", r.Method,
+			"url", req.URL.String(), "headers", RedactHeaders(req.Header))
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		cancel(nil)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: %w", LegPassthrough, context.Cause(ctx))
+		}
+		return nil, &TransportError{Leg: LegPassthrough, Err: err}
+	}
+	dropHopByHop(resp.Header)
+	resp.Body = newAnswerBody(ctx, resp.Body, LegPassthrough, c.idle, cancel)
+	return resp, nil
+}
+
+// forwardHeader is the header of a passthrough request.
+func forwardHeader(in http.Header, requestID string) http.Header {
+	h := ForwardedHeaders(in)
+	if ct := in.Get("Content-Type"); ct != "" {
+		h["content-type"] = []string{ct} // the body is the client's
+	}
+	for _, name := range connectionOptions(in) {
+		delete(h, strings.ToLower(name))
+	}
+	h["X-Request-Id"] = []string{requestID}
+	h["Epp-Profile"] = []string{ProfileDecode}
+	return h
+}
+
+// hopByHop are the headers that describe one connection and are never
+// relayed (RFC 9110 §7.6.1), besides those Connection names.
+var hopByHop = [...]string{
+	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+	"Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// dropHopByHop removes an answer's hop-by-hop headers.
+func dropHopByHop(h http.Header) {
+	for _, name := range connectionOptions(h) {
+		h.Del(name)
+	}
+	for _, name := range hopByHop {
+		delete(h, name)
+	}
+}
+
+// connectionOptions are the header names listed in h's Connection header.
+func connectionOptions(h http.Header) []string {
+	var names []string
+	for k, values := range h {
+		if !strings.EqualFold(k, "Connection") {
+			continue
+		}
+		for _, v := range values {
+			for name := range strings.SplitSeq(v, ",") {
+				if name = textproto.TrimString(name); name != "" {
+					names = append(names, name)
+				}
+			}
+		}
+	}
+	return names
+}
