@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"time"
 
 	"buf.build/go/protovalidate"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
@@ -25,15 +26,25 @@ import (
 const messageSlack = 1 << 20
 
 // Interceptors is the chain every CoordinatorService call runs through,
-// over the network and in process alike: logging, panic recovery, then
-// protovalidate.
+// over the network and in process alike: admission, the slow reader bound
+// (network streams), logging, panic recovery, then protovalidate.
 type Interceptors struct {
 	Unary  grpc.UnaryServerInterceptor
 	Stream grpc.StreamServerInterceptor
 }
 
+// ChainOptions are the server-wide parts of the chain.
+type ChainOptions struct {
+	// Admission admits the inference calls first, so a refusal costs
+	// nothing further; nil admits every call.
+	Admission *Admission
+	// StreamWriteTimeout bounds each message of a network stream
+	// (boundSends); 0: no bound.
+	StreamWriteTimeout time.Duration
+}
+
 // NewInterceptors builds the chain.
-func NewInterceptors(log *slog.Logger) (*Interceptors, error) {
+func NewInterceptors(log *slog.Logger, opts ChainOptions) (*Interceptors, error) {
 	// Compiling the rules up front keeps the first requests from paying
 	// for it (hundreds of milliseconds).
 	validator, err := protovalidate.New(protovalidate.WithMessages(
@@ -54,18 +65,22 @@ func NewInterceptors(log *slog.Logger) (*Interceptors, error) {
 		log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})
-	return &Interceptors{
-		Unary: chainUnary(
-			logging.UnaryServerInterceptor(logger, logOpts...),
-			recovery.UnaryServerInterceptor(recoverOpt),
-			grpcvalidate.UnaryServerInterceptor(validator),
-		),
-		Stream: chainStream(
-			logging.StreamServerInterceptor(logger, logOpts...),
-			recovery.StreamServerInterceptor(recoverOpt),
-			grpcvalidate.StreamServerInterceptor(validator),
-		),
-	}, nil
+	unary := []grpc.UnaryServerInterceptor{
+		logging.UnaryServerInterceptor(logger, logOpts...),
+		recovery.UnaryServerInterceptor(recoverOpt),
+		grpcvalidate.UnaryServerInterceptor(validator),
+	}
+	stream := []grpc.StreamServerInterceptor{
+		boundSends(opts.StreamWriteTimeout),
+		logging.StreamServerInterceptor(logger, logOpts...),
+		recovery.StreamServerInterceptor(recoverOpt),
+		grpcvalidate.StreamServerInterceptor(validator),
+	}
+	if opts.Admission != nil {
+		unary = append([]grpc.UnaryServerInterceptor{opts.Admission.Unary}, unary...)
+		stream = append([]grpc.StreamServerInterceptor{opts.Admission.Stream}, stream...)
+	}
+	return &Interceptors{Unary: chainUnary(unary...), Stream: chainStream(stream...)}, nil
 }
 
 // NewGRPCServer builds the gRPC server: the gRPC server metrics, then the

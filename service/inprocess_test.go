@@ -64,7 +64,7 @@ func (e *echoService) GenerateStream(req *coordinatorv1.GenerateStreamRequest, s
 
 func newTestChannel(t *testing.T, svc *echoService, maxRecv int) coordinatorv1.CoordinatorServiceClient {
 	t.Helper()
-	chain, err := NewInterceptors(slog.New(slog.DiscardHandler))
+	chain, err := NewInterceptors(slog.New(slog.DiscardHandler), ChainOptions{})
 	require.NoError(t, err)
 	return coordinatorv1.NewCoordinatorServiceClient(NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, chain, maxRecv))
 }

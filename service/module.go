@@ -31,7 +31,8 @@ var Module = fx.Module("service",
 		NewCoordinator,
 		health.NewServer,
 		NewReadiness,
-		NewInterceptors,
+		NewAdmission,
+		newInterceptors,
 		newGRPCServer,
 		newInProcess,
 		NewAddresses,
@@ -88,6 +89,10 @@ func newPipeline(plugins []steps.Plugin, cfg config.Config, lc fx.Lifecycle) (*s
 	return p, nil
 }
 
+func newInterceptors(log *slog.Logger, adm *Admission, cfg config.Config) (*Interceptors, error) {
+	return NewInterceptors(log, ChainOptions{Admission: adm, StreamWriteTimeout: cfg.Server.StreamWriteTimeout})
+}
+
 func newGRPCServer(svc *Coordinator, chain *Interceptors, h *health.Server, m *metrics.Metrics, cfg config.Config, lt *ListenerTLS) *grpc.Server {
 	var opts []grpc.ServerOption
 	if lt.GRPC != nil {
@@ -109,8 +114,10 @@ func newInProcess(svc *Coordinator, chain *Interceptors, cfg config.Config) *InP
 }
 
 // serveGRPC listens on server.grpc_listen_addr at start (a busy port fails
-// startup) and serves there; at stop it drains calls for up to
-// server.shutdown_timeout, then closes what is left.
+// startup) and serves there. At stop, after the Admission drain ended the
+// inference calls, it closes the listener and lets what is left (health
+// watches, queued-request lookups) end for up to StopGrace, then closes
+// the connections.
 func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, cfg config.Config, ready *Readiness, addrs *Addresses, log *slog.Logger) {
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
@@ -123,16 +130,20 @@ func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, cfg config.Config, ready *Read
 			go serve(srv, lis, log)
 			return nil
 		},
-		OnStop: func(context.Context) error {
+		OnStop: func(ctx context.Context) error {
 			ready.Set(false)
 			done := make(chan struct{})
 			go func() { srv.GracefulStop(); close(done) }()
+			grace := time.NewTimer(StopGrace)
+			defer grace.Stop()
 			select {
 			case <-done:
-			case <-time.After(cfg.Server.ShutdownTimeout):
+			case <-grace.C:
 				srv.Stop()
-				<-done
+			case <-ctx.Done():
+				srv.Stop()
 			}
+			<-done
 			return nil
 		},
 	})

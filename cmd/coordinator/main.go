@@ -56,8 +56,18 @@ func main() {
 	app.Run()
 }
 
+// stopGrace is what stopping may take past server.shutdown_timeout: the
+// calls the drain cancelled, each listener and the pipeline's resources get
+// service.StopGrace each.
+const stopGrace = 4 * service.StopGrace
+
 // App is the whole coordinator for cfg: every module, and readiness that
-// turns on once both listeners serve and off first on shutdown.
+// turns on once both listeners serve. At stop (fx runs the stop hooks in
+// reverse order, so this one first) readiness turns off, then the
+// Admission drain refuses new inference calls and waits for those in
+// flight for up to server.shutdown_timeout before it cancels the rest;
+// only then do the listeners close (rest, then service). fx's stop timeout
+// leaves stopGrace past the drain.
 func App(cfg config.Config, log *slog.Logger) fx.Option {
 	fxLog := fx.NopLogger
 	if cfg.LogLevel >= 4 {
@@ -66,15 +76,19 @@ func App(cfg config.Config, log *slog.Logger) fx.Option {
 	return fx.Options(
 		fx.Supply(cfg, log),
 		fxLog,
+		fx.StopTimeout(cfg.Server.ShutdownTimeout+stopGrace),
 		kv.Module,
 		ec.Module,
 		steps.Module,
 		service.Module,
 		rest.Module,
-		fx.Invoke(func(lc fx.Lifecycle, ready *service.Readiness) {
+		fx.Invoke(func(lc fx.Lifecycle, ready *service.Readiness, adm *service.Admission) {
 			lc.Append(fx.Hook{
 				OnStart: func(context.Context) error { ready.Set(true); return nil },
-				OnStop:  func(context.Context) error { ready.Set(false); return nil },
+				OnStop: func(ctx context.Context) error {
+					ready.Set(false)
+					return adm.Drain(ctx)
+				},
 			})
 		}),
 	)

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -115,8 +117,9 @@ func UpstreamDetail(s *status.Status) *coordinatorv1.UpstreamError {
 
 // HTTPStatus is the REST status for s: a leg's own 4xx (and any status of
 // the decode leg) pass through; other upstream failures are 502, or 504 when
-// the leg timed out; client faults 400; an oversized body 413; a server that
-// is not serving 503.
+// the leg timed out; client faults 400; an oversized body 413; a refusal past
+// a concurrency limit (RESOURCE_EXHAUSTED with a RetryInfo) 429; a server
+// that is not serving 503.
 func HTTPStatus(s *status.Status) int {
 	if u := UpstreamDetail(s); u != nil {
 		if u.StatusCode == 0 { // no answer from the leg
@@ -139,6 +142,9 @@ func HTTPStatus(s *status.Status) int {
 	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
 		return http.StatusBadRequest
 	case codes.ResourceExhausted:
+		if _, ok := RetryDelay(s); ok { // a concurrency limit, not a size
+			return http.StatusTooManyRequests
+		}
 		return http.StatusRequestEntityTooLarge
 	case codes.Unimplemented:
 		return http.StatusNotImplemented
@@ -157,4 +163,15 @@ func HTTPStatus(s *status.Status) int {
 	default:
 		return http.StatusBadGateway
 	}
+}
+
+// RetryDelay is the wait the google.rpc.RetryInfo attached to s asks for
+// (a refusal past a concurrency limit or while shutting down), if any.
+func RetryDelay(s *status.Status) (time.Duration, bool) {
+	for _, d := range s.Details() {
+		if r, ok := d.(*errdetails.RetryInfo); ok {
+			return r.GetRetryDelay().AsDuration(), true
+		}
+	}
+	return 0, false
 }

@@ -1,8 +1,8 @@
 // Package metrics holds the coordinator's Prometheus metrics: requests,
 // latency and time to first token by API and endpoint, steps by outcome,
 // legs by phase and upstream status, in-flight requests and streams,
-// conditional-decode hits, prefill fallbacks, bytes in and out, TLS file
-// reloads, and the gRPC server's own.
+// conditional-decode hits, prefill fallbacks, refused requests, bytes in
+// and out, TLS file reloads, and the gRPC server's own.
 // They live on a registry of their own, served at /metrics on the REST port.
 package metrics
 
@@ -45,6 +45,7 @@ type Metrics struct {
 	inFlight    *prometheus.GaugeVec
 	conditional *prometheus.CounterVec
 	fallbacks   *prometheus.CounterVec
+	rejected    *prometheus.CounterVec
 	bytes       *prometheus.CounterVec
 	tlsReloads  *prometheus.CounterVec
 	// GRPC are the gRPC server's per-method metrics; its interceptors go
@@ -89,6 +90,10 @@ func New() *Metrics {
 			Name: "coordinator_prefill_fallbacks_total",
 			Help: "Requests served by decode alone after their prefill leg failed (prefill fallback_to_decode), by reason (status_5xx, transport, timeout).",
 		}, []string{"reason"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinator_rejected_requests_total",
+			Help: "Inference requests refused before they started, by reason: requests (server.max_concurrent_requests reached, 429), streams (server.max_concurrent_streams reached, 429), shutting_down (503 while draining).",
+		}, []string{"reason"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coordinator_body_bytes_total",
 			Help: "Request and answer body bytes by API and direction (in, out).",
@@ -99,7 +104,7 @@ func New() *Metrics {
 		}, []string{"file_set", "result"}),
 		GRPC: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(requestBuckets))),
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.ttft, m.steps, m.legs, m.inFlight, m.conditional, m.fallbacks, m.bytes, m.tlsReloads, m.GRPC,
+	m.registry.MustRegister(m.requests, m.duration, m.ttft, m.steps, m.legs, m.inFlight, m.conditional, m.fallbacks, m.rejected, m.bytes, m.tlsReloads, m.GRPC,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -154,6 +159,20 @@ func (m *Metrics) Steps(timings []steps.Timing) {
 // prefill leg failed, by reason (steps.PrefillFallback.Reason).
 func (m *Metrics) PrefillFallback(reason string) {
 	m.fallbacks.WithLabelValues(reason).Inc()
+}
+
+// Reasons a request is refused (Rejected).
+const (
+	RejectedRequests     = "requests"
+	RejectedStreams      = "streams"
+	RejectedShuttingDown = "shutting_down"
+)
+
+// Rejected returns the counter of requests refused for reason
+// (RejectedRequests, RejectedStreams, RejectedShuttingDown), for the caller
+// to keep and increment.
+func (m *Metrics) Rejected(reason string) prometheus.Counter {
+	return m.rejected.WithLabelValues(reason)
 }
 
 // Bytes adds body bytes for an API, direction "in" or "out".

@@ -2,12 +2,14 @@ package rest
 
 import (
 	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
 
 	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"buf.build/go/protovalidate"
-	"net/http"
-	"strconv"
-
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/status"
 
@@ -17,10 +19,18 @@ import (
 
 // writeError writes err as the REST client sees it: the decode worker's own
 // status and body when the error carries them, otherwise an OpenAI error
-// object with the status apierror chooses.
+// object with the status apierror chooses. A refusal's RetryInfo becomes
+// Retry-After; a refusal because the server shuts down also closes the
+// connection (HTTP/2: GOAWAY), so the client's retry finds another server.
 func writeError(w http.ResponseWriter, err error) {
 	st := status.Convert(err)
 	code := apierror.HTTPStatus(st)
+	if d, ok := apierror.RetryDelay(st); ok {
+		w.Header().Set("Retry-After", retryAfter(d))
+		if code == http.StatusServiceUnavailable {
+			w.Header().Set("Connection", "close")
+		}
+	}
 	if u := apierror.UpstreamDetail(st); u != nil && u.GetRelay() {
 		if u.GetContentType() != "" {
 			w.Header().Set("Content-Type", u.GetContentType())
@@ -30,6 +40,17 @@ func writeError(w http.ResponseWriter, err error) {
 		return
 	}
 	writeOpenAIError(w, code, st.Message(), paramOf(st))
+}
+
+// retryAfter is a Retry-After value: whole seconds, rounded up, at least 1.
+func retryAfter(d time.Duration) string {
+	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
+}
+
+// timedOut reports a read or write that hit its deadline (a slow client).
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // writeOpenAIError writes {"error":{"message","type","param","code"}}.

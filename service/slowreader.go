@@ -1,0 +1,78 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// errSlowReader is the cause of a stream's context when its client took
+// no message for the stream write timeout.
+var errSlowReader = errors.New("client stopped reading the stream")
+
+// boundSends ends a network server stream whose client stops reading: a
+// message gRPC's flow control does not let out within timeout cancels the
+// call's context (so every leg of the request stops) and ends the call
+// with DEADLINE_EXCEEDED. A send blocked on flow control only returns once
+// the stream's transport context ends, which gRPC does when the handler
+// returns; so the handler runs in a goroutine of its own and the call
+// returns without it, and gRPC's end of the stream frees the blocked send.
+// The call also returns as soon as its context ends (client gone, drain
+// timed out), for the same reason. The in-process channel's streams are
+// bounded by the REST front's own write deadline instead. 0 turns the
+// bound off.
+func boundSends(timeout time.Duration) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if timeout <= 0 || !info.IsServerStream || CalledInProcess(ss.Context()) {
+			return handler(srv, ss)
+		}
+		bs := newBoundedStream(ss, timeout)
+		defer bs.cancel(nil)
+		done := make(chan error, 1) // the handler never waits to report
+		go func() { done <- handler(srv, bs) }()
+		select {
+		case err := <-done:
+			return err
+		case <-bs.ctx.Done():
+			if errors.Is(context.Cause(bs.ctx), errSlowReader) {
+				return status.Errorf(codes.DeadlineExceeded, "%v: no message taken for %s (server.stream_write_timeout)", errSlowReader, timeout)
+			}
+			return status.FromContextError(bs.ctx.Err()).Err()
+		}
+	}
+}
+
+// boundedStream times each SendMsg: the timer, armed for each send,
+// cancels the context with errSlowReader when it runs out.
+type boundedStream struct {
+	grpc.ServerStream
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	timeout time.Duration
+	timer   *time.Timer
+}
+
+func newBoundedStream(ss grpc.ServerStream, timeout time.Duration) *boundedStream {
+	bs := &boundedStream{ServerStream: ss, timeout: timeout}
+	bs.ctx, bs.cancel = context.WithCancelCause(ss.Context())
+	bs.timer = time.AfterFunc(timeout, func() { bs.cancel(errSlowReader) })
+	bs.timer.Stop()
+	return bs
+}
+
+func (s *boundedStream) Context() context.Context { return s.ctx }
+
+// SendMsg sends m, failing once the timer ran out.
+func (s *boundedStream) SendMsg(m any) error {
+	s.timer.Reset(s.timeout)
+	err := s.ServerStream.SendMsg(m)
+	if !s.timer.Stop() {
+		return fmt.Errorf("send: %w", errSlowReader)
+	}
+	return err
+}
