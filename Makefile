@@ -79,3 +79,9 @@ run: build ## Start the simulator and the coordinator on config/dev.yaml (REST :
 bench: ## Benchmarks: coordinator vs a bare reverse proxy (TTFB, CPU), the cascade, rollout tokens/s over gRPC.
 	go run ./cmd/coordinator-bench $(BENCH_ARGS)
 	go test -run '^$$' -bench 'Rollout|REST|TracingCost' -benchtime 20x ./cmd/coordinator
+
+SOAK_DURATION ?= 10m
+
+.PHONY: soak
+soak: ## Soak test: 200 concurrent mixed requests with injected faults for SOAK_DURATION (10m); fails on a wrong answer or a leak.
+	go run ./cmd/coordinator-soak -duration $(SOAK_DURATION) $(SOAK_ARGS)
