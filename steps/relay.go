@@ -78,7 +78,10 @@ func relayEvents(r io.Reader, sink Sink) error {
 		}
 		value, ok := bytes.CutPrefix(line, []byte("data:"))
 		if !ok {
-			continue
+			if string(line) != "data" {
+				continue
+			}
+			value = nil // "data" alone is an empty data line (SSE spec)
 		}
 		if err := b.add(bytes.TrimPrefix(value, []byte(" "))); err != nil {
 			return fmt.Errorf("read event stream: %w", err)
