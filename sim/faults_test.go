@@ -132,18 +132,12 @@ func TestFaultHang(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := New(Options{Strict: true})
-			handler := s.Gateway()
-			if tc.render {
-				handler = s.Render()
-			}
-			h, started, done := handlerDone(handler)
-			srv := httptest.NewServer(h)
-			defer srv.Close()
+			url, started, done := serveWatched(t, s, tc.render)
 
 			ctx, cancel := context.WithCancel(t.Context())
 			errc := make(chan error, 1)
 			go func() {
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+tc.path, strings.NewReader(`{"messages":[]}`))
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+tc.path, strings.NewReader(`{"messages":[]}`))
 				if err == nil {
 					req.Header = legHeader(tc.profile, "hang-1")
 					req.Header.Set(FaultHeader, tc.fault)
@@ -254,18 +248,11 @@ func TestFaultHangMidStream(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := New(Options{OutputTokens: 4})
-			handler := s.Gateway()
-			if tc.render {
-				handler = s.Render()
-			}
-			h, _, done := handlerDone(handler)
-			srv := httptest.NewServer(h)
-			defer srv.Close()
+			url, _, done := serveWatched(t, New(Options{OutputTokens: 4}), tc.render)
 
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+tc.path, strings.NewReader(tc.body))
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+tc.path, strings.NewReader(tc.body))
 			require.NoError(t, err)
 			req.Header = legHeader(tc.profile, "hang-mid-1")
 			req.Header.Set(FaultHeader, tc.fault)
@@ -331,4 +318,18 @@ func TestFaultLimitedToFirstLegs(t *testing.T) {
 		"the count is per target: prefill's is used up")
 	e.sim.Reset()
 	assert.Equal(t, []int{503}, statuses("once-1", "prefill=status-once:503", 1), "Reset forgets the counts")
+}
+
+// serveWatched serves s's gateway, or its render service, on loopback until
+// the test ends, and reports when its handler starts and when it ends.
+func serveWatched(t *testing.T, s *Sim, render bool) (url string, started, done <-chan struct{}) {
+	t.Helper()
+	handler := s.Gateway()
+	if render {
+		handler = s.Render()
+	}
+	h, started, done := handlerDone(handler)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL, started, done
 }
