@@ -29,6 +29,7 @@ type stack struct {
 	restURL string
 	conn    *grpc.ClientConn
 	client  *http.Client
+	app     *fxtest.App // stopped when the test ends; a test may stop it first
 }
 
 // startStack starts the real fx app on 127.0.0.1:0 with the YAML pipeline
@@ -61,7 +62,7 @@ gateway:
 	t.Cleanup(func() { _ = conn.Close() })
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
 	t.Cleanup(client.CloseIdleConnections)
-	return &stack{restURL: "http://" + addrs.REST(), conn: conn, client: client}
+	return &stack{restURL: "http://" + addrs.REST(), conn: conn, client: client, app: app}
 }
 
 const decodeOnly = `

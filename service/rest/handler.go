@@ -36,7 +36,9 @@ type Handler struct {
 	ready   *service.Readiness
 	metrics *metrics.Metrics
 	queued  steps.RequestStore // nil without an async-broker step (requests.go)
-	pass    *passthrough       // nil without a gateway to relay to (passthrough.go)
+	// streamWriteTimeout bounds each write of a stream (stream.go); 0: none.
+	streamWriteTimeout time.Duration
+	pass               *passthrough // nil without a gateway to relay to (passthrough.go)
 }
 
 // NewHandler builds the REST front over a CoordinatorService client.
@@ -118,6 +120,10 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, endpoin
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeOpenAIError(w, http.StatusRequestEntityTooLarge, "request body too large (request_id: "+id+")", "")
+			return
+		}
+		if timedOut(err) {
+			writeOpenAIError(w, http.StatusRequestTimeout, "request body not received within server.read_timeout (request_id: "+id+")", "")
 			return
 		}
 		writeOpenAIError(w, http.StatusBadRequest, "failed to read request body (request_id: "+id+")", "")

@@ -31,20 +31,24 @@ func newHandler(in *service.InProcess, cfg config.Config, ready *service.Readine
 		return nil, err
 	}
 	h.ServeQueued(p.RequestStore())
+	h.streamWriteTimeout = cfg.Server.StreamWriteTimeout
 	h.ServePassthrough(gateway, log, cfg.Server.StreamWriteTimeout)
 	return h, nil
 }
 
 // NewServer is the HTTP server of the REST front: HTTP/1.1 and h2c, the
-// configured read and write timeouts (streams clear their write deadline).
+// configured timeouts and header cap. A client that trickles its headers is
+// cut after read_header_timeout, and its body after read_timeout (408);
+// headers past max_header_bytes get 431; a response must be written within
+// write_timeout (streams replace it with stream_write_timeout per write).
 func NewServer(h http.Handler, cfg config.Server) *http.Server {
 	srv := &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    1 << 20,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		Protocols:         new(http.Protocols),
 	}
 	srv.Protocols.SetHTTP1(true)
@@ -53,7 +57,9 @@ func NewServer(h http.Handler, cfg config.Server) *http.Server {
 }
 
 // serveHTTP listens at start (a busy port fails startup), over TLS when
-// server.tls is set, and drains for up to server.shutdown_timeout at stop.
+// server.tls is set. At stop, after the Admission drain ended the inference
+// calls, it closes the listener and the idle connections and lets the
+// requests left end for up to service.StopGrace, then closes the rest.
 func serveHTTP(lc fx.Lifecycle, h *Handler, cfg config.Config, addrs *service.Addresses, lt *service.ListenerTLS, log *slog.Logger) {
 	srv := NewServer(h, cfg.Server)
 	if lt.REST != nil {
@@ -75,7 +81,7 @@ func serveHTTP(lc fx.Lifecycle, h *Handler, cfg config.Config, addrs *service.Ad
 			return nil
 		},
 		OnStop: func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, cfg.Server.ShutdownTimeout)
+			ctx, cancel := context.WithTimeout(ctx, service.StopGrace)
 			defer cancel()
 			if err := srv.Shutdown(ctx); err != nil {
 				return srv.Close()

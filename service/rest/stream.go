@@ -18,7 +18,10 @@ import (
 // GenerateStream. Until the first event the response is not committed, so
 // a failure (the decode worker's own 4xx included) gets its real status;
 // after it, a failure becomes a final error event. Every event is flushed
-// as it arrives; the server's write timeout does not cut the stream.
+// as it arrives. The server's write timeout does not cut the stream:
+// instead each write must be done within server.stream_write_timeout, so a
+// client that stops reading has its stream ended, and returning cancels
+// the call with every leg of it.
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, req *coordinatorv1.GenerateStreamRequest) {
 	ctx := outgoingMetadata(r.Context(), r.Header)
 	stream, err := h.client.GenerateStream(ctx, req)
@@ -32,7 +35,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, req *coord
 		return
 	}
 	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{})
+	h.writeDeadline(rc)
 	hdr := w.Header()
 	if md, err := stream.Header(); err == nil {
 		if v := md.Get("server-timing"); len(v) > 0 {
@@ -60,8 +63,9 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, req *coord
 		for _, data := range msg.GetOpenai().GetData() {
 			buf = appendEvent(buf, data)
 		}
+		h.writeDeadline(rc)
 		if _, err := w.Write(buf); err != nil {
-			return // client gone: its context cancels the call
+			return // client gone or not reading: its context cancels the call
 		}
 		if err := rc.Flush(); err != nil {
 			return
@@ -75,11 +79,22 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, req *coord
 			buf = append(buf[:0], "data: "...)
 			buf = appendOpenAIError(buf, apierror.HTTPStatus(st), st.Message(), "")
 			buf = append(buf, "\n\n"...)
+			h.writeDeadline(rc)
 			_, _ = w.Write(buf)
 			_ = rc.Flush()
 			return
 		}
 	}
+}
+
+// writeDeadline gives the next write of a stream stream_write_timeout
+// (none when 0).
+func (h *Handler) writeDeadline(rc *http.ResponseController) {
+	var deadline time.Time
+	if h.streamWriteTimeout > 0 {
+		deadline = time.Now().Add(h.streamWriteTimeout)
+	}
+	_ = rc.SetWriteDeadline(deadline)
 }
 
 // eventBuffers recycles the SSE framing buffers across streams.
