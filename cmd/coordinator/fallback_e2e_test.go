@@ -40,10 +40,24 @@ func TestPrefillFallbackThroughTheApp(t *testing.T) {
 	assert.NotNil(t, field(t, legs[3].Body, "tokens"), "render's tokens still reach decode")
 	assert.Equal(t, "1", st.scrape(t, metric))
 
+	// 503 is retried first (gateway.retry, 3 attempts by default), then
+	// decode serves alone.
+	s.Reset()
+	resp = st.post(t, "/v1/chat/completions", body, http.Header{sim.FaultHeader: {"prefill=status:503"}})
+	answer = readAll(t, resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, answer)
+	assert.Equal(t, []string{
+		"gateway:prefill:/v1/chat/completions",
+		"gateway:prefill:/v1/chat/completions",
+		"gateway:prefill:/v1/chat/completions",
+		"gateway:decode:/v1/chat/completions",
+	}, legSummary(s.Legs())[2:])
+	assert.Equal(t, "2", st.scrape(t, metric))
+
 	// A prefill worker's 400 is the request's fault: it reaches the client.
 	s.Reset()
 	resp = st.post(t, "/v1/chat/completions", body, http.Header{sim.FaultHeader: {"prefill=status:400"}})
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, readAll(t, resp.Body))
 	assert.Equal(t, []string{"gateway:prefill:/v1/chat/completions"}, legSummary(s.Legs())[2:], "no decode after a 4xx")
-	assert.Equal(t, "1", st.scrape(t, metric))
+	assert.Equal(t, "2", st.scrape(t, metric), "a 4xx is no fallback")
 }
