@@ -309,6 +309,7 @@ func TestSlowStreamReaderOverREST(t *testing.T) {
 		len(overloadStream), overloadStream)
 	require.NoError(t, err)
 	took := gw.legEnded(t, start, 10*time.Second)
+	t.Logf("the decode leg ended %s after the request", took)
 	assert.GreaterOrEqual(t, took, slowReaderTimeout)
 	assert.Less(t, took, slowReaderTimeout+3*time.Second)
 
@@ -349,6 +350,7 @@ func TestSlowStreamReaderOverGRPC(t *testing.T) {
 	})
 	require.NoError(t, err)
 	took := gw.legEnded(t, start, 10*time.Second)
+	t.Logf("the decode leg ended %s after the request", took)
 	assert.GreaterOrEqual(t, took, slowReaderTimeout)
 	assert.Less(t, took, slowReaderTimeout+3*time.Second)
 

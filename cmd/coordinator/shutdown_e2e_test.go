@@ -206,6 +206,10 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	stopTook := time.Since(stopStart)
 	wg.Wait()
+	for name, e := range results {
+		t.Logf("%s ended %s after the stop began", name, e.after)
+	}
+	t.Logf("Stop took %s", stopTook)
 
 	for _, name := range []string{"rest short", "grpc short"} {
 		e := results[name]
