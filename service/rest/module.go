@@ -25,14 +25,14 @@ var Module = fx.Module("rest",
 )
 
 func newHandler(in *service.InProcess, cfg config.Config, ready *service.Readiness, m *metrics.Metrics, p *steps.Pipeline,
-	gateway *upstream.Client, log *slog.Logger) (*Handler, error) {
+	gateway *upstream.Client, adm *service.Admission, log *slog.Logger) (*Handler, error) {
 	h, err := NewHandler(context.Background(), in.Client, cfg.Server.MaxRequestBodyBytes(), ready, m)
 	if err != nil {
 		return nil, err
 	}
 	h.ServeQueued(p.RequestStore())
 	h.streamWriteTimeout = cfg.Server.StreamWriteTimeout
-	h.ServePassthrough(gateway, log, cfg.Server.StreamWriteTimeout)
+	h.ServePassthrough(gateway, adm, log)
 	return h, nil
 }
 

@@ -14,7 +14,10 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps/upstream"
@@ -27,23 +30,25 @@ const endpointPassthrough = "passthrough"
 // passthrough relays the requests of paths no route serves to the gateway
 // (compat §3.6).
 type passthrough struct {
-	gateway *upstream.Client
-	log     *slog.Logger
-	// writeTimeout bounds each write of a relayed answer; 0: no bound.
-	writeTimeout time.Duration
+	gateway   *upstream.Client
+	admission *service.Admission // nil admits every request
+	log       *slog.Logger
 }
 
 // ServePassthrough relays every path no route serves (/v1/models,
 // /v1/embeddings, /tokenize, ...) to the gateway with EPP-Profile: decode:
 // same method, path, query, body and forwardable headers, x-request-id
-// validated or regenerated. The body is streamed to the gateway under the
-// max body size (413 past it); the answer is relayed as it comes, whatever
-// its status, each read flushed to the client, the server's write timeout
-// lifted and each write bounded by streamWriteTimeout (0: unbounded). No
-// answer from the gateway is 502, or 504 when it timed out. Without
-// ServePassthrough those paths are 404.
-func (h *Handler) ServePassthrough(gateway *upstream.Client, log *slog.Logger, streamWriteTimeout time.Duration) {
-	h.pass = &passthrough{gateway: gateway, log: log, writeTimeout: streamWriteTimeout}
+// validated or regenerated. Each request is admitted by admission as a
+// request (not a stream: what the answer is comes later), so it counts
+// against server.max_concurrent_requests and is drained at shutdown. The
+// body is streamed to the gateway under the max body size (413 past it);
+// the answer is relayed as it comes, whatever its status, each read
+// flushed to the client, the server's write timeout replaced by
+// server.stream_write_timeout per write. No answer from the gateway is
+// 502, or 504 when it timed out. Without ServePassthrough those paths are
+// 404.
+func (h *Handler) ServePassthrough(gateway *upstream.Client, admission *service.Admission, log *slog.Logger) {
+	h.pass = &passthrough{gateway: gateway, admission: admission, log: log}
 }
 
 // unregistered serves a path no route claims: the passthrough, counted in
@@ -56,7 +61,7 @@ func (h *Handler) unregistered(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := upstream.RequestID(r.Header.Get("X-Request-Id"))
 	rec := &recorder{ResponseWriter: w}
-	out := h.servePassthrough(rec, r, id)
+	out := h.servePassthrough(rec, r, id, start)
 	h.metrics.RequestDone(metrics.APIREST, endpointPassthrough, strconv.Itoa(rec.status()), time.Since(start))
 	h.metrics.Bytes(metrics.APIREST, "in", out.in)
 	h.metrics.Bytes(metrics.APIREST, "out", rec.written)
@@ -77,8 +82,8 @@ type outcome struct {
 	broken bool
 }
 
-// servePassthrough relays one request.
-func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id string) outcome {
+// servePassthrough relays one request, which arrived at start.
+func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id string, start time.Time) outcome {
 	w.Header().Set("X-Request-Id", id)
 	if r.Method == http.MethodConnect {
 		writeOpenAIError(w, http.StatusMethodNotAllowed, "CONNECT is not relayed (request_id: "+id+")", "")
@@ -87,6 +92,16 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 	if r.ContentLength > h.maxBody {
 		writeOpenAIError(w, http.StatusRequestEntityTooLarge, "request body too large (request_id: "+id+")", "")
 		return outcome{}
+	}
+	ctx := r.Context()
+	if a := h.pass.admission; a != nil {
+		actx, release, err := a.AdmitContext(ctx, false)
+		if err != nil {
+			writeError(w, err) // 429 or 503, with Retry-After
+			return outcome{}
+		}
+		defer release()
+		ctx = actx
 	}
 	endInFlight := h.metrics.Begin(metrics.APIREST, false)
 	defer func() { endInFlight() }()
@@ -100,7 +115,7 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // the gateway may think long; writes get their own bound
-	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(r.Header))
 	resp, err := h.pass.gateway.Forward(upstream.WithObserver(ctx, h.metrics), fr)
 	if err != nil {
 		return outcome{in: body.count(), err: h.pass.failed(w, r, id, body.readErr(), err)}
@@ -115,11 +130,10 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 	if isEventStream(resp.Header.Get("Content-Type")) {
 		endInFlight()
 		endInFlight = h.metrics.Begin(metrics.APIREST, true)
-		h.pass.deadline(rc)
+		h.writeDeadline(rc)
 		_ = rc.Flush() // the client learns the stream started before its first event
 	}
-	start := time.Now()
-	upErr, clientErr := h.pass.relay(w, rc, resp.Body, func() {
+	upErr, clientErr := h.relay(w, rc, resp.Body, func() {
 		h.metrics.FirstByte(metrics.APIREST, endpointPassthrough, time.Since(start))
 	})
 	switch {
@@ -132,9 +146,10 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 }
 
 // failed answers a request the gateway did not answer: 413 when the body
-// went past the cap, 400 when it could not be read, nothing when the client
-// went away, otherwise the gateway failure as apierror maps it (502, 504 on
-// a timeout). It returns the failure to log.
+// went past the cap, 408 when it did not come within server.read_timeout,
+// 400 when it could not be read, nothing when the client went away, 503
+// when the shutdown's drain ended it, otherwise the gateway failure as
+// apierror maps it (502, 504 on a timeout). It returns the failure to log.
 func (p *passthrough) failed(w http.ResponseWriter, r *http.Request, id string, bodyErr, err error) error {
 	var tooBig *http.MaxBytesError
 	switch {
@@ -143,9 +158,15 @@ func (p *passthrough) failed(w http.ResponseWriter, r *http.Request, id string, 
 		return nil
 	case r.Context().Err() != nil:
 		return err
+	case timedOut(bodyErr):
+		writeOpenAIError(w, http.StatusRequestTimeout, "request body not received within server.read_timeout (request_id: "+id+")", "")
+		return nil
 	case bodyErr != nil:
 		writeOpenAIError(w, http.StatusBadRequest, "failed to read request body (request_id: "+id+")", "")
 		return nil
+	case errors.Is(err, service.ErrShuttingDown):
+		writeError(w, status.Error(codes.Unavailable, service.ErrShuttingDown.Error()+" (request_id: "+id+")"))
+		return err
 	}
 	writeError(w, apierror.FromError(err, id).Err())
 	return err
@@ -153,9 +174,9 @@ func (p *passthrough) failed(w http.ResponseWriter, r *http.Request, id string, 
 
 // relay copies the answer's body to the client, flushing each read as it
 // comes (server-sent events arrive as sent), each write bounded by
-// writeTimeout. onFirst runs before the first byte. It returns the first
-// error of each side.
-func (p *passthrough) relay(w http.ResponseWriter, rc *http.ResponseController, body io.Reader, onFirst func()) (upErr, clientErr error) {
+// server.stream_write_timeout. onFirst runs before the first byte. It
+// returns the first error of each side.
+func (h *Handler) relay(w http.ResponseWriter, rc *http.ResponseController, body io.Reader, onFirst func()) (upErr, clientErr error) {
 	bufp := relayBuffers.Get().(*[]byte)
 	defer relayBuffers.Put(bufp)
 	buf := *bufp
@@ -165,7 +186,7 @@ func (p *passthrough) relay(w http.ResponseWriter, rc *http.ResponseController, 
 			if first {
 				onFirst()
 			}
-			p.deadline(rc)
+			h.writeDeadline(rc)
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return nil, werr
 			}
@@ -174,19 +195,12 @@ func (p *passthrough) relay(w http.ResponseWriter, rc *http.ResponseController, 
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			p.deadline(rc) // for the server's last write, the end of the body
+			h.writeDeadline(rc) // for the server's last write, the end of the body
 			return nil, nil
 		}
 		if err != nil {
 			return err, nil
 		}
-	}
-}
-
-// deadline bounds the next write to the client.
-func (p *passthrough) deadline(rc *http.ResponseController) {
-	if p.writeTimeout > 0 {
-		_ = rc.SetWriteDeadline(time.Now().Add(p.writeTimeout))
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/health"
 
 	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
@@ -35,6 +36,7 @@ type passOptions struct {
 	maxBody       int64
 	headerTimeout time.Duration
 	writeTimeout  time.Duration
+	admission     *service.Admission
 }
 
 // startPassFront serves a Handler (no CoordinatorService behind it) whose
@@ -50,7 +52,8 @@ func startPassFront(t *testing.T, gatewayURL string, o passOptions) *passFront {
 	gw, err := upstream.New(upstream.Options{Address: gatewayURL, ResponseHeaderTimeout: o.headerTimeout})
 	require.NoError(t, err)
 	t.Cleanup(gw.Close)
-	h.ServePassthrough(gw, slog.New(slog.DiscardHandler), o.writeTimeout)
+	h.streamWriteTimeout = o.writeTimeout
+	h.ServePassthrough(gw, o.admission, slog.New(slog.DiscardHandler))
 	front := httptest.NewServer(h)
 	t.Cleanup(front.Close)
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
@@ -368,6 +371,47 @@ func TestPassthroughSlowReaderIsCut(t *testing.T) {
 	}
 }
 
+func TestPassthroughIsAdmitted(t *testing.T) {
+	t.Parallel()
+	started, finish := make(chan struct{}, 1), make(chan struct{})
+	gw, hits := startGateway(t, func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		select {
+		case <-finish:
+		case <-r.Context().Done():
+		}
+	})
+	cfg := config.Config{Server: config.Server{MaxConcurrentRequests: 1, RetryAfter: 2 * time.Second, ShutdownTimeout: 50 * time.Millisecond}}
+	m := metrics.New()
+	adm := service.NewAdmission(cfg, m, slog.New(slog.DiscardHandler))
+	f := startPassFront(t, gw, passOptions{admission: adm})
+
+	first := make(chan int, 1)
+	go func() {
+		resp, err := f.client.Get(f.url + "/v1/models")
+		if err != nil {
+			first <- 0
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	<-started
+	resp, body := f.do(t, newRequest(t, http.MethodGet, f.url+"/v1/models", nil))
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, body)
+	assert.Equal(t, "2", resp.Header.Get("Retry-After"))
+	assert.Equal(t, int32(1), hits.Load(), "the refused request never reached the gateway")
+
+	// The shutdown's drain waits shutdown_timeout, then ends the request.
+	require.NoError(t, adm.Drain(context.Background()), "the cancelled request ended")
+	assert.Equal(t, http.StatusServiceUnavailable, <-first)
+	resp, _ = f.do(t, newRequest(t, http.MethodGet, f.url+"/v1/models", nil))
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "refused once draining")
+	assert.Equal(t, int32(1), hits.Load())
+	close(finish)
+}
+
 func TestPassthroughLeavesServedPathsAlone(t *testing.T) {
 	t.Parallel()
 	gw, hits := startGateway(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
@@ -400,6 +444,14 @@ func TestPassthroughLeavesServedPathsAlone(t *testing.T) {
 	}
 	assert.Zero(t, hits.Load(), "served paths never reach the gateway")
 
+	noRedirect := &http.Client{Transport: f.client.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Do(newRequest(t, http.MethodGet, f.url+"//v1/./models?x=1", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusTemporaryRedirect, resp.StatusCode, "ServeMux cleans a path before any route sees it")
+	assert.Equal(t, "/v1/models?x=1", resp.Header.Get("Location"))
+	assert.Zero(t, hits.Load())
+
 	for _, method := range []string{http.MethodGet, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions} {
 		resp, _ := f.do(t, newRequest(t, method, f.url+"/v1/chat/completions/extra", nil))
 		assert.Equal(t, http.StatusNoContent, resp.StatusCode, "%s on an unserved path is relayed", method)
@@ -413,7 +465,7 @@ func TestQueuedRequestPathsWithABroker(t *testing.T) {
 	c, err := upstream.New(upstream.Options{Address: gw})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	h.ServePassthrough(c, slog.New(slog.DiscardHandler), 0)
+	h.ServePassthrough(c, nil, slog.New(slog.DiscardHandler))
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/requests/job-1", nil))
 	assert.Equal(t, http.StatusMethodNotAllowed, w.Code)
