@@ -156,11 +156,11 @@ func (p *passthrough) failed(w http.ResponseWriter, r *http.Request, id string, 
 	case errors.As(bodyErr, &tooBig):
 		writeOpenAIError(w, http.StatusRequestEntityTooLarge, "request body too large (request_id: "+id+")", "")
 		return nil
-	case r.Context().Err() != nil:
-		return err
-	case timedOut(bodyErr):
+	case timedOut(bodyErr): // before the context: the server cancels it on any read error
 		writeOpenAIError(w, http.StatusRequestTimeout, "request body not received within server.read_timeout (request_id: "+id+")", "")
 		return nil
+	case r.Context().Err() != nil:
+		return err
 	case bodyErr != nil:
 		writeOpenAIError(w, http.StatusBadRequest, "failed to read request body (request_id: "+id+")", "")
 		return nil

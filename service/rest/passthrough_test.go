@@ -36,6 +36,7 @@ type passOptions struct {
 	maxBody       int64
 	headerTimeout time.Duration
 	writeTimeout  time.Duration
+	readTimeout   time.Duration
 	admission     *service.Admission
 }
 
@@ -54,7 +55,9 @@ func startPassFront(t *testing.T, gatewayURL string, o passOptions) *passFront {
 	t.Cleanup(gw.Close)
 	h.streamWriteTimeout = o.writeTimeout
 	h.ServePassthrough(gw, o.admission, slog.New(slog.DiscardHandler))
-	front := httptest.NewServer(h)
+	front := httptest.NewUnstartedServer(h)
+	front.Config.ReadTimeout = o.readTimeout
+	front.Start()
 	t.Cleanup(front.Close)
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)
@@ -227,6 +230,25 @@ func TestPassthroughBodyCap(t *testing.T) {
 	resp, body = f.do(t, newRequest(t, http.MethodPost, f.url+"/v1/embeddings", strings.NewReader(strings.Repeat("c", maxBody))))
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "exactly at the cap is fine: %s", body)
 	assert.Equal(t, int32(1), complete.Load())
+}
+
+func TestPassthroughSlowBodyIs408(t *testing.T) {
+	t.Parallel()
+	var complete atomic.Int32
+	gw, _ := startGateway(t, func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err == nil {
+			complete.Add(1)
+		}
+	})
+	f := startPassFront(t, gw, passOptions{readTimeout: 200 * time.Millisecond})
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() { _, _ = pw.Write([]byte(`{"input":`)) }() // then nothing: the body never ends
+	resp, body := f.do(t, newRequest(t, http.MethodPost, f.url+"/v1/embeddings", pr))
+	assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode, body)
+	msg, _, _ := openAIError(t, body)
+	assert.Contains(t, msg, "request body not received within server.read_timeout")
+	assert.Zero(t, complete.Load())
 }
 
 func TestPassthroughStreamsEventsAsTheyCome(t *testing.T) {
