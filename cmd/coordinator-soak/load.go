@@ -26,8 +26,8 @@ type runner struct {
 	// nonces numbers the requests over the whole soak, so no two share a
 	// prompt.
 	nonces atomic.Uint64
-	// sent and bad count the requests and the unexpected outcomes, for
-	// progress.
+	// sent and bad count the requests and the unexpected outcomes of the
+	// current run, for progress.
 	sent, bad atomic.Int64
 }
 
@@ -39,6 +39,8 @@ const maxDisconnectDelay = 50 * time.Millisecond
 // request it is in) or ctx ends, and returns what they saw.
 func (r *runner) run(ctx context.Context, conc int, d time.Duration) *tally {
 	r.phase++
+	r.sent.Store(0)
+	r.bad.Store(0)
 	deadline := time.Now().Add(d)
 	total := newTally()
 	var mu sync.Mutex
