@@ -80,32 +80,48 @@ func classify(k *kind, f *fault, o observation) verdict {
 		return verdict{class: classDisconnect}
 	case o.transport != nil:
 		return unexpected("transport error")
+	case f != nil && f.recovers:
+		return success(k, o, f.header+": ", " (want a retried success)")
+	case f == nil:
+		return success(k, o, "", "")
 	case k.grpc:
-		return classifyGRPC(f, o)
+		return grpcFault(f, o)
 	}
-	return classifyREST(k, f, o)
+	return restFault(k, f, o)
 }
 
-func classifyGRPC(f *fault, o observation) verdict {
+// success judges an outcome that must be the whole, correct answer; the
+// cause of a failure is framed by prefix and suffix.
+func success(k *kind, o observation, prefix, suffix string) verdict {
+	var cause string
 	switch {
-	case f == nil && o.code != codes.OK:
-		return unexpected("gRPC %s", o.code)
-	case f == nil && o.content != nil:
-		return unexpected("wrong content")
-	case f == nil:
+	case k.grpc && o.code != codes.OK:
+		cause = "gRPC " + o.code.String()
+	case !k.grpc && o.status != http.StatusOK:
+		cause = fmt.Sprintf("status %d", o.status)
+	case k.stream && o.errorEvent != 0:
+		cause = fmt.Sprintf("error event %d", o.errorEvent)
+	case k.stream && !k.grpc && !o.done:
+		cause = "truncated stream (no [DONE], no error event)"
+	case o.content != nil:
+		cause = "wrong content"
+	default:
 		return verdict{class: classOK}
-	case o.code == codes.OK:
-		return unexpected("%s: gRPC OK, want %s", f.header, f.code)
-	case o.code != f.code:
+	}
+	return unexpected("%s%s%s", prefix, cause, suffix)
+}
+
+// grpcFault judges a gRPC outcome that must carry f's code.
+func grpcFault(f *fault, o observation) verdict {
+	if o.code != f.code {
 		return unexpected("%s: gRPC %s, want %s", f.header, o.code, f.code)
 	}
 	return verdict{class: classFault}
 }
 
-func classifyREST(k *kind, f *fault, o observation) verdict {
-	if f == nil {
-		return restSuccess(k, o)
-	}
+// restFault judges a REST outcome that must carry f's status, before the
+// first byte or, for a mid-stream fault, in the stream's final error event.
+func restFault(k *kind, f *fault, o observation) verdict {
 	if o.status != http.StatusOK {
 		if o.status != f.status {
 			return unexpected("%s: status %d, want %d", f.header, o.status, f.status)
@@ -126,19 +142,4 @@ func classifyREST(k *kind, f *fault, o observation) verdict {
 		return unexpected("%s: error event %d, want %d", f.header, o.errorEvent, f.status)
 	}
 	return verdict{class: classFault}
-}
-
-// restSuccess judges a REST answer that should have succeeded.
-func restSuccess(k *kind, o observation) verdict {
-	switch {
-	case o.status != http.StatusOK:
-		return unexpected("status %d", o.status)
-	case k.stream && o.errorEvent != 0:
-		return unexpected("error event %d", o.errorEvent)
-	case k.stream && !o.done:
-		return unexpected("truncated stream (no [DONE], no error event)")
-	case o.content != nil:
-		return unexpected("wrong content")
-	}
-	return verdict{class: classOK}
 }

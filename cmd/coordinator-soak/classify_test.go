@@ -96,6 +96,17 @@ func TestClassify(t *testing.T) {
 			class: classUnexpected, cause: "prefill=hang: gRPC Unavailable, want DeadlineExceeded"},
 		{name: "grpc fault swallowed", kind: "grpc-chat", fault: "decode=status:503", obs: observation{code: codes.OK},
 			class: classUnexpected, cause: "decode=status:503: gRPC OK, want Unavailable"},
+
+		{name: "retried fault absorbed", kind: "rest-chat-stream", fault: "prefill=status-once:503", obs: okStream, class: classOK},
+		{name: "retried fault absorbed on gRPC", kind: "grpc-tokens", fault: "prefill=close/2", obs: observation{code: codes.OK}, class: classOK},
+		{name: "retried fault reaching the client", kind: "rest-chat", fault: "prefill=status-once:503", obs: observation{status: 502},
+			class: classUnexpected, cause: "prefill=status-once:503: status 502 (want a retried success)"},
+		{name: "retried fault reaching a gRPC client", kind: "grpc-chat-stream", fault: "render=status-once:502", obs: observation{code: codes.Unavailable},
+			class: classUnexpected, cause: "render=status-once:502: gRPC Unavailable (want a retried success)"},
+		{name: "retried fault, answer wrong", kind: "rest-image-chat", fault: "encode=close/1", obs: observation{status: 200, content: errors.New("x")},
+			class: classUnexpected, cause: "encode=close/1: wrong content (want a retried success)"},
+		{name: "stall mid-stream as a final error event", kind: "rest-chat-stream", fault: "decode=hang-mid-stream",
+			obs: observation{status: 200, chunks: 1, errorEvent: 504}, class: classFault},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

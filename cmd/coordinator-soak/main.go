@@ -7,8 +7,10 @@
 // REST chat and completions, streamed and not, a chat with an inline
 // image, gRPC Generate and GenerateStream with OpenAI JSON and with token
 // IDs. A share of the requests (-faults) carries a fault for the
-// simulator (X-Sim-Fault: an error status, a hang or a reset on the
-// render, encode, prefill, conditional or decode leg), another share
+// simulator (X-Sim-Fault on the render, encode, prefill, conditional or
+// decode leg: an error status, a closed connection, a hang before the
+// headers or mid-body, a reset mid-body, and faults on the first legs only
+// that the coordinator's retries must absorb), another share
 // (-disconnects) goes away mid-stream or mid-pipeline.
 //
 // Every outcome is classified: ok (the whole, correct answer),

@@ -175,9 +175,9 @@ func steady(history []resources) bool {
 	return true
 }
 
-// backTo is a settle condition: goroutines at most limit.
+// backTo is a settle condition: goroutines steady at most at limit.
 func backTo(limit int) func([]resources) bool {
 	return func(history []resources) bool {
-		return history[len(history)-1].Goroutines <= limit
+		return history[len(history)-1].Goroutines <= limit && steady(history)
 	}
 }

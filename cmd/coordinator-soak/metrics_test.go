@@ -45,8 +45,9 @@ func TestSettleConditions(t *testing.T) {
 	assert.False(t, steady(g(20, 20, 20)), "too few samples")
 	assert.False(t, steady(g(20, 14, 13, 13, 12)), "still falling")
 	assert.True(t, steady(g(40, 13, 13, 13, 13)))
-	assert.True(t, backTo(23)(g(900, 23)))
-	assert.False(t, backTo(23)(g(24)))
+	assert.True(t, backTo(23)(g(900, 23, 23, 23, 23)))
+	assert.False(t, backTo(23)(g(900, 30, 25, 21, 20)), "still falling")
+	assert.False(t, backTo(23)(g(24, 24, 24, 24)), "steady above the limit")
 }
 
 // TestSettle serves a falling goroutine count and checks settle waits for

@@ -185,11 +185,15 @@ func (r *report) write(w io.Writer) {
 		k := r.Kinds[name]
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", name, k["ok"], k["expected-fault"], k["disconnected"], k["unexpected"])
 	}
-	fmt.Fprintln(tw, "\nfault\tsent\tas expected\t")
+	_ = tw.Flush()
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nfault\twant (REST / gRPC)\tsent\tas expected")
 	for _, name := range slices.Sorted(maps.Keys(r.Faults)) {
 		f := r.Faults[name]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", name, f.Sent, f.AsExpected)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", name, f.Want, f.Sent, f.AsExpected)
 	}
+	_ = tw.Flush()
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\ncoordinator\tstart\tpeak\tend\t")
 	fmt.Fprintf(tw, "goroutines\t%d\t%d\t%d\t\n", r.Start.Goroutines, r.Peak.Goroutines, r.End.Goroutines)
 	fmt.Fprintf(tw, "RSS\t%s\t%s\t%s\t\n", mib(r.Start.RSS), mib(r.Peak.RSS), mib(r.End.RSS))

@@ -32,6 +32,9 @@ func TestTallyMergesAndReports(t *testing.T) {
 	a.add(chat, nil, verdict{class: classOK}, observation{total: 10 * time.Millisecond})
 	a.add(stream, nil, verdict{class: classOK}, observation{ttfb: 2 * time.Millisecond, total: 30 * time.Millisecond})
 	a.add(chat, hang, verdict{class: classFault}, observation{total: 5 * time.Second})
+	once := faultNamed(t, "prefill=status-once:503")
+	a.add(chat, once, verdict{class: classOK}, observation{total: 10 * time.Millisecond})
+	b.add(chat, once, unexpected("prefill=status-once:503: status 502 (want a retried success)"), observation{status: 502})
 	b.add(chat, hang, unexpected("prefill=hang: status 502, want 504"), observation{status: 502, total: time.Second})
 	b.add(chat, hang, unexpected("prefill=hang: status 502, want 504"), observation{status: 502})
 	b.add(stream, nil, verdict{class: classDisconnect}, observation{})
@@ -40,11 +43,12 @@ func TestTallyMergesAndReports(t *testing.T) {
 	a.elapsed = time.Second
 
 	r := newReport(conditions{Duration: time.Second, Concurrency: 2}, a, newTally())
-	assert.Equal(t, 7, r.Requests)
-	assert.InDelta(t, 7.0, r.PerSecond, 1e-9)
-	assert.Equal(t, map[string]int{"ok": 2, "expected-fault": 1, "disconnected": 1, "unexpected": 3}, r.Outcomes)
-	assert.Equal(t, map[string]int{"ok": 1, "expected-fault": 1, "disconnected": 0, "unexpected": 2}, r.Kinds["rest-chat"])
-	assert.Equal(t, faultCount{Sent: 3, AsExpected: 1}, r.Faults["prefill=hang"])
+	assert.Equal(t, 9, r.Requests)
+	assert.InDelta(t, 9.0, r.PerSecond, 1e-9)
+	assert.Equal(t, map[string]int{"ok": 3, "expected-fault": 1, "disconnected": 1, "unexpected": 4}, r.Outcomes)
+	assert.Equal(t, map[string]int{"ok": 2, "expected-fault": 1, "disconnected": 0, "unexpected": 3}, r.Kinds["rest-chat"])
+	assert.Equal(t, faultCount{Want: "504 / DeadlineExceeded", Sent: 3, AsExpected: 1}, r.Faults["prefill=hang"])
+	assert.Equal(t, faultCount{Want: "ok (retried)", Sent: 2, AsExpected: 1}, r.Faults["prefill=status-once:503"])
 	assert.Equal(t, causeCount{Count: 2, Example: "after 1s; status 502"}, r.Unexpected["rest-chat: prefill=hang: status 502, want 504"])
 	assert.Equal(t, "after 0s; transport: connection reset by peer", r.Unexpected["rest-chat-stream: transport error"].Example)
 	assert.Equal(t, 30*time.Millisecond, r.Latency.OKp99)
@@ -54,12 +58,13 @@ func TestTallyMergesAndReports(t *testing.T) {
 	r.Start = resources{Goroutines: 13, RSS: 80 << 20}
 	r.End = r.Start
 	r.judge()
-	assert.Equal(t, []string{"3 unexpected outcomes"}, r.Failures)
+	assert.Equal(t, []string{"4 unexpected outcomes"}, r.Failures)
 	var out strings.Builder
 	r.write(&out)
-	assert.Contains(t, out.String(), "requests 7 (7/s): ok 2, expected-fault 1, disconnected 1, unexpected 3")
+	assert.Contains(t, out.String(), "requests 9 (9/s): ok 3, expected-fault 1, disconnected 1, unexpected 4")
+	assert.Regexp(t, `prefill=status-once:503 +ok \(retried\) +2 +1\n`, out.String())
 	assert.Contains(t, out.String(), "rest-chat: prefill=hang: status 502, want 504: 2 (after 1s; status 502)")
-	assert.Contains(t, out.String(), "FAIL:\n  3 unexpected outcomes")
+	assert.Contains(t, out.String(), "FAIL:\n  4 unexpected outcomes")
 }
 
 func TestJudgeResources(t *testing.T) {

@@ -24,8 +24,9 @@ type tally struct {
 
 // faultCount is how often a fault was injected and answered as expected.
 type faultCount struct {
-	Sent       int `json:"sent"`
-	AsExpected int `json:"as_expected"`
+	Want       string `json:"want"` // the expected answer (fault.want)
+	Sent       int    `json:"sent"`
+	AsExpected int    `json:"as_expected"`
 }
 
 // causeCount is how often an unexpected outcome happened, with the first
@@ -52,9 +53,9 @@ func (t *tally) add(k *kind, f *fault, v verdict, o observation) {
 	}
 	counts[v.class]++
 	if f != nil {
-		fc := t.faultCount(f.header)
+		fc := t.faultCount(f.header, f.want())
 		fc.Sent++
-		if v.class == classFault {
+		if v.class == classFault || (f.recovers && v.class == classOK) {
 			fc.AsExpected++
 		}
 	}
@@ -77,10 +78,10 @@ func (t *tally) add(k *kind, f *fault, v verdict, o observation) {
 	}
 }
 
-func (t *tally) faultCount(name string) *faultCount {
+func (t *tally) faultCount(name, want string) *faultCount {
 	fc := t.byFault[name]
 	if fc == nil {
-		fc = &faultCount{}
+		fc = &faultCount{Want: want}
 		t.byFault[name] = fc
 	}
 	return fc
@@ -97,7 +98,7 @@ func (t *tally) merge(o *tally) {
 		}
 	}
 	for name, fc := range o.byFault {
-		into := t.faultCount(name)
+		into := t.faultCount(name, fc.Want)
 		into.Sent += fc.Sent
 		into.AsExpected += fc.AsExpected
 	}
