@@ -56,12 +56,8 @@ func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, relo
 		ResponseHeaderTimeout: cfg.Gateway.Timeout,
 		ConnectTimeout:        cfg.Gateway.ConnectTimeout,
 		StreamIdleTimeout:     cfg.Gateway.StreamIdleTimeout,
-		Retry: upstream.Retry{
-			MaxAttempts:    cfg.Gateway.Retry.MaxAttempts,
-			InitialBackoff: cfg.Gateway.Retry.InitialBackoff,
-			MaxBackoff:     cfg.Gateway.Retry.MaxBackoff,
-		},
-		TLS: tlsConfig,
+		Retry:                 cfg.Gateway.Retry,
+		TLS:                   tlsConfig,
 	})
 	if err != nil {
 		return nil, err

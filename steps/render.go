@@ -83,7 +83,7 @@ func defaultRenderParams() renderParams {
 		MaxIdleConnsPerHost: 100,
 		IdleConnTimeout:     90 * time.Second,
 		ConnectTimeout:      upstream.DefaultConnectTimeout,
-		Retry:               upstream.Retry{MaxAttempts: 3, InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second},
+		Retry:               upstream.DefaultRetry,
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coordinator-project/coordinator/steps/upstream"
 	"github.com/coordinator-project/coordinator/steps/upstream/tlsfiles"
 )
 
@@ -140,29 +141,15 @@ type Gateway struct {
 	// cut, one that keeps sending never is. Key gateway.stream_idle_timeout,
 	// default 120s, 0 means no bound (coordinator extension).
 	StreamIdleTimeout time.Duration `param:"stream_idle_timeout"`
-	// Retry is the retry policy of the idempotent legs (encode, prefill)
-	// (coordinator extension).
-	Retry Retry `param:"retry"`
+	// Retry is the policy of the legs that are safe to send again
+	// (encode, prefill): keys gateway.retry.{max_attempts,initial_backoff,
+	// max_backoff}, default 3 attempts, 50ms, 1s (coordinator extension).
+	Retry upstream.Retry `param:"retry"`
 	// TLS is the https client's CAs, client certificate (mutual TLS) and
 	// server name (coordinator extension). Keys
 	// gateway.tls.{ca_file,cert_file,key_file,server_name,insecure_skip_verify};
 	// only with an https address; absent: Go's defaults.
 	TLS tlsfiles.ClientConfig `param:"tls"`
-}
-
-// Retry is a capped exponential backoff with full jitter for legs that can
-// safely be sent again: on a connection error (refused, reset before an
-// answer) or a 502/503 answer, within the request's deadline. Decode is
-// never retried.
-type Retry struct {
-	// MaxAttempts counts the first try; 1 turns retries off. Key
-	// gateway.retry.max_attempts, default 3.
-	MaxAttempts int `param:"max_attempts"`
-	// InitialBackoff is the first wait's cap; each next cap doubles. Key
-	// gateway.retry.initial_backoff, default 50ms.
-	InitialBackoff time.Duration `param:"initial_backoff"`
-	// MaxBackoff caps any wait. Key gateway.retry.max_backoff, default 1s.
-	MaxBackoff time.Duration `param:"max_backoff"`
 }
 
 // Pipeline is the ordered list of steps and the pipeline-wide values the
@@ -230,7 +217,7 @@ func Default() Config {
 			Timeout:             60 * time.Second,
 			ConnectTimeout:      10 * time.Second,
 			StreamIdleTimeout:   120 * time.Second,
-			Retry:               Retry{MaxAttempts: 3, InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second},
+			Retry:               upstream.DefaultRetry,
 		},
 		Pipeline: Pipeline{UseOpenAIFormat: true},
 		Tracing:  Tracing{Protocol: "grpc", SampleRatio: 1, ServiceName: "coordinator"},
@@ -327,26 +314,13 @@ func (g Gateway) validate() error {
 	if g.StreamIdleTimeout < 0 {
 		return fmt.Errorf("gateway.stream_idle_timeout: must not be negative, got %s", g.StreamIdleTimeout)
 	}
-	if err := g.Retry.validate("gateway.retry"); err != nil {
-		return err
+	if err := g.Retry.Validate(); err != nil {
+		return fmt.Errorf("gateway.retry.%w", err)
 	}
 	return positive(
 		keyed{"gateway.idle_conn_timeout", g.IdleConnTimeout},
 		keyed{"gateway.timeout", g.Timeout},
 		keyed{"gateway.connect_timeout", g.ConnectTimeout},
-	)
-}
-
-func (r Retry) validate(key string) error {
-	switch {
-	case r.MaxAttempts < 1:
-		return fmt.Errorf("%s.max_attempts: must be at least 1, got %d", key, r.MaxAttempts)
-	case r.InitialBackoff > r.MaxBackoff:
-		return fmt.Errorf("%s.initial_backoff: must not exceed max_backoff (%s), got %s", key, r.MaxBackoff, r.InitialBackoff)
-	}
-	return positive(
-		keyed{key + ".initial_backoff", r.InitialBackoff},
-		keyed{key + ".max_backoff", r.MaxBackoff},
 	)
 }
 

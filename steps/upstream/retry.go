@@ -35,6 +35,10 @@ type Retry struct {
 	MaxBackoff time.Duration `param:"max_backoff"`
 }
 
+// DefaultRetry is the policy of the gateway legs and render unless
+// configured: three attempts, waits capped at 50ms, 100ms, then 1s.
+var DefaultRetry = Retry{MaxAttempts: 3, InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second}
+
 // Validate checks the policy; errors name the key.
 func (p Retry) Validate() error {
 	switch {
