@@ -30,11 +30,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/coordinator-project/coordinator/cmd/internal/procs"
@@ -48,19 +46,7 @@ func main() {
 		}
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if err != nil && ctx.Err() != nil {
-		err = errors.New("interrupted")
-	}
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator-bench:", err)
-		os.Exit(1)
-	}
+	procs.Main("coordinator-bench", run)
 }
 
 // options are the parsed flags.

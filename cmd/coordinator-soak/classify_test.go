@@ -11,24 +11,24 @@ import (
 // kindNamed is the kind of the mix called name.
 func kindNamed(t *testing.T, name string) *kind {
 	t.Helper()
-	for i := range kinds {
-		if kinds[i].name == name {
-			return &kinds[i]
-		}
-	}
-	t.Fatalf("no kind %q", name)
-	return nil
+	return named(t, kinds, name, func(k *kind) string { return k.name })
 }
 
 // faultNamed is the fault whose header is header.
 func faultNamed(t *testing.T, header string) *fault {
 	t.Helper()
-	for i := range faults {
-		if faults[i].header == header {
-			return &faults[i]
+	return named(t, faults, header, func(f *fault) string { return f.header })
+}
+
+// named is the item of items whose key is name.
+func named[T any](t *testing.T, items []T, name string, key func(*T) string) *T {
+	t.Helper()
+	for i := range items {
+		if key(&items[i]) == name {
+			return &items[i]
 		}
 	}
-	t.Fatalf("no fault %q", header)
+	t.Fatalf("no %q", name)
 	return nil
 }
 

@@ -43,29 +43,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/coordinator-project/coordinator/cmd/internal/procs"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if err != nil && ctx.Err() != nil {
-		err = errors.New("interrupted")
-	}
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator-soak:", err)
-		os.Exit(1)
-	}
+	procs.Main("coordinator-soak", run)
 }
 
 // options are the parsed flags.
