@@ -66,6 +66,7 @@ type conditions struct {
 type latency struct {
 	OKp50    time.Duration `json:"ok_p50_ns"`
 	OKp99    time.Duration `json:"ok_p99_ns"`
+	OKMax    time.Duration `json:"ok_max_ns"`
 	TTFBp50  time.Duration `json:"stream_ttfb_p50_ns"`
 	TTFBp99  time.Duration `json:"stream_ttfb_p99_ns"`
 	FaultP99 time.Duration `json:"fault_p99_ns"`
@@ -107,7 +108,7 @@ func newReport(c conditions, soak, warmup *tally) *report {
 	}
 	ok, ttfb, fault := sorted(soak.okTotal), sorted(soak.okTTFB), sorted(soak.faultTotal)
 	r.Latency = latency{
-		OKp50: percentile(ok, 50), OKp99: percentile(ok, 99),
+		OKp50: percentile(ok, 50), OKp99: percentile(ok, 99), OKMax: percentile(ok, 100),
 		TTFBp50: percentile(ttfb, 50), TTFBp99: percentile(ttfb, 99),
 		FaultP99: percentile(fault, 99), FaultMax: percentile(fault, 100),
 	}
@@ -176,8 +177,8 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprintf(w, "requests %d (%.0f/s): ok %d, expected-fault %d, disconnected %d, unexpected %d\n",
 		r.Requests, r.PerSecond, r.Outcomes["ok"], r.Outcomes["expected-fault"], r.Outcomes["disconnected"], r.Outcomes["unexpected"])
 	l := r.Latency
-	fmt.Fprintf(w, "latency ms: ok p50 %s p99 %s; stream TTFB p50 %s p99 %s; expected-fault p99 %s max %s\n",
-		ms(l.OKp50), ms(l.OKp99), ms(l.TTFBp50), ms(l.TTFBp99), ms(l.FaultP99), ms(l.FaultMax))
+	fmt.Fprintf(w, "latency ms: ok p50 %s p99 %s max %s; stream TTFB p50 %s p99 %s; expected-fault p99 %s max %s\n",
+		ms(l.OKp50), ms(l.OKp99), ms(l.OKMax), ms(l.TTFBp50), ms(l.TTFBp99), ms(l.FaultP99), ms(l.FaultMax))
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\nkind\tok\texpected-fault\tdisconnected\tunexpected\t")

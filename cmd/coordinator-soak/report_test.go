@@ -52,6 +52,7 @@ func TestTallyMergesAndReports(t *testing.T) {
 	assert.Equal(t, causeCount{Count: 2, Example: "after 1s; status 502"}, r.Unexpected["rest-chat: prefill=hang: status 502, want 504"])
 	assert.Equal(t, "after 0s; transport: connection reset by peer", r.Unexpected["rest-chat-stream: transport error"].Example)
 	assert.Equal(t, 30*time.Millisecond, r.Latency.OKp99)
+	assert.Equal(t, 30*time.Millisecond, r.Latency.OKMax)
 	assert.Equal(t, 2*time.Millisecond, r.Latency.TTFBp99)
 	assert.Equal(t, 5*time.Second, r.Latency.FaultMax)
 
