@@ -177,6 +177,11 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "invalid JSON body: %v (request_id: %s)", err, id)
 	}
+	// Another parser reads the body after us: a repeated key could mean one
+	// thing to the coordinator and another to a worker.
+	if key, dup := obj.DuplicateKey(); dup {
+		return nil, status.Errorf(codes.InvalidArgument, "invalid JSON body: duplicate key %q (request_id: %s)", key, id)
+	}
 	rc := &steps.RequestContext{
 		RequestID: id,
 		Format:    FormatOf(in.GetEndpoint()),
@@ -186,8 +191,12 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 	if raw, ok := obj.Get("model"); ok {
 		rc.Model, _ = jsonbody.String(raw)
 	}
-	if raw, ok := obj.Get("stream"); ok {
-		rc.Stream, _ = jsonbody.Bool(raw)
+	if raw, ok := obj.Get("stream"); ok && !jsonbody.IsNull(raw) {
+		// vLLM would take "true" or 1 as true: the answer's framing must not
+		// depend on a guess.
+		if rc.Stream, ok = jsonbody.Bool(raw); !ok {
+			return nil, status.Errorf(codes.InvalidArgument, `invalid JSON body: "stream" must be a boolean (request_id: %s)`, id)
+		}
 	}
 	return rc, nil
 }

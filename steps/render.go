@@ -321,7 +321,7 @@ func (r *Render) tokenPrompt(rc *RequestContext, prompt []byte) error {
 	for i, e := range elems {
 		v, ok := jsonbody.Int(e)
 		if !ok || v < 0 || v > math.MaxUint32 {
-			return Invalidf("invalid token at index %d", i)
+			return Invalidf("prompt: invalid token at index %d", i)
 		}
 		ids[i] = uint32(v)
 	}

@@ -1,0 +1,65 @@
+package service
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+)
+
+func TestNewRequestContextReadsOnlyUnambiguousBodies(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		body   string
+		stream bool
+		err    string // "" when accepted
+	}{
+		{name: "stream true", body: `{"model":"m","stream":true}`, stream: true},
+		{name: "stream null is false", body: `{"stream":null}`},
+		{name: "no stream", body: `{"model":"m"}`},
+		{name: "stream as a string", body: `{"stream":"true"}`, err: `"stream" must be a boolean`},
+		{name: "stream as a number", body: `{"stream":1}`, err: `"stream" must be a boolean`},
+		{name: "duplicate stream", body: `{"stream":false,"model":"m","stream":true}`, err: `duplicate key "stream"`},
+		{name: "duplicate by escape", body: `{"model":"a","m\u006fdel":"b"}`, err: `duplicate key "model"`},
+		{name: "duplicate unknown key", body: `{"x":1,"x":2}`, err: `duplicate key "x"`},
+		{name: "nested duplicates are the worker's", body: `{"sampling_params":{"n":1,"n":2}}`},
+		{name: "invalid UTF-8 names the member", body: "{\"messages\":[{\"content\":\"\xff\"}]}", err: "invalid UTF-8 in string literal at offset 25 (in messages[0].content)"},
+		{name: "too deep", body: `{"a":` + nestedArrays(600) + `}`, err: "json nesting exceeds max depth (512)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rc, err := newRequestContext(context.Background(), "req-1", &coordinatorv1.OpenAIRequest{
+				Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: []byte(tt.body),
+			})
+			if tt.err == "" {
+				require.NoError(t, err)
+				assert.Equal(t, tt.stream, rc.Stream)
+				return
+			}
+			st := status.Convert(err)
+			assert.Equal(t, codes.InvalidArgument, st.Code())
+			assert.Contains(t, st.Message(), "invalid JSON body: ")
+			assert.Contains(t, st.Message(), tt.err)
+			assert.Contains(t, st.Message(), "(request_id: req-1)")
+		})
+	}
+}
+
+// nestedArrays is n nested arrays.
+func nestedArrays(n int) string {
+	b := make([]byte, 0, 2*n)
+	for range n {
+		b = append(b, '[')
+	}
+	for range n {
+		b = append(b, ']')
+	}
+	return string(b)
+}
