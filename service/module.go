@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"time"
 
@@ -90,7 +91,9 @@ func newInterceptors(log *slog.Logger, adm *Admission, cfg config.Config) (*Inte
 }
 
 func newGRPCServer(svc *Coordinator, chain *Interceptors, h *health.Server, m *metrics.Metrics, cfg config.Config, lt *ListenerTLS) *grpc.Server {
-	var opts []grpc.ServerOption
+	// server.max_header_bytes bounds the call metadata as it bounds REST
+	// headers (gRPC's own default is 16 MiB, forwarded to every leg).
+	opts := []grpc.ServerOption{grpc.MaxHeaderListSize(uint32(min(cfg.Server.MaxHeaderBytes, math.MaxUint32)))}
 	if lt.GRPC != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(lt.GRPC)))
 	}
