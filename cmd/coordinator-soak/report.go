@@ -188,10 +188,10 @@ func (r *report) write(w io.Writer) {
 	}
 	_ = tw.Flush()
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nfault\twant (REST / gRPC)\tsent\tas expected")
+	fmt.Fprintln(tw, "\nfault\twant (REST / gRPC)\tsent\tas expected\tslowest ms")
 	for _, name := range slices.Sorted(maps.Keys(r.Faults)) {
 		f := r.Faults[name]
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", name, f.Want, f.Sent, f.AsExpected)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", name, f.Want, f.Sent, f.AsExpected, ms(f.Slowest))
 	}
 	_ = tw.Flush()
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

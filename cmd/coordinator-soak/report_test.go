@@ -47,8 +47,8 @@ func TestTallyMergesAndReports(t *testing.T) {
 	assert.InDelta(t, 9.0, r.PerSecond, 1e-9)
 	assert.Equal(t, map[string]int{"ok": 3, "expected-fault": 1, "disconnected": 1, "unexpected": 4}, r.Outcomes)
 	assert.Equal(t, map[string]int{"ok": 2, "expected-fault": 1, "disconnected": 0, "unexpected": 3}, r.Kinds["rest-chat"])
-	assert.Equal(t, faultCount{Want: "504 / DeadlineExceeded", Sent: 3, AsExpected: 1}, r.Faults["prefill=hang"])
-	assert.Equal(t, faultCount{Want: "ok (retried)", Sent: 2, AsExpected: 1}, r.Faults["prefill=status-once:503"])
+	assert.Equal(t, faultCount{Want: "504 / DeadlineExceeded", Sent: 3, AsExpected: 1, Slowest: 5 * time.Second}, r.Faults["prefill=hang"])
+	assert.Equal(t, faultCount{Want: "ok (retried)", Sent: 2, AsExpected: 1, Slowest: 10 * time.Millisecond}, r.Faults["prefill=status-once:503"])
 	assert.Equal(t, causeCount{Count: 2, Example: "after 1s; status 502"}, r.Unexpected["rest-chat: prefill=hang: status 502, want 504"])
 	assert.Equal(t, "after 0s; transport: connection reset by peer", r.Unexpected["rest-chat-stream: transport error"].Example)
 	assert.Equal(t, 30*time.Millisecond, r.Latency.OKp99)
@@ -63,7 +63,7 @@ func TestTallyMergesAndReports(t *testing.T) {
 	var out strings.Builder
 	r.write(&out)
 	assert.Contains(t, out.String(), "requests 9 (9/s): ok 3, expected-fault 1, disconnected 1, unexpected 4")
-	assert.Regexp(t, `prefill=status-once:503 +ok \(retried\) +2 +1\n`, out.String())
+	assert.Regexp(t, `prefill=status-once:503 +ok \(retried\) +2 +1 +10.0\n`, out.String())
 	assert.Contains(t, out.String(), "rest-chat: prefill=hang: status 502, want 504: 2 (after 1s; status 502)")
 	assert.Contains(t, out.String(), "FAIL:\n  4 unexpected outcomes")
 }

@@ -27,6 +27,8 @@ type faultCount struct {
 	Want       string `json:"want"` // the expected answer (fault.want)
 	Sent       int    `json:"sent"`
 	AsExpected int    `json:"as_expected"`
+	// Slowest is the longest any of its requests took.
+	Slowest time.Duration `json:"slowest_ns"`
 }
 
 // causeCount is how often an unexpected outcome happened, with the first
@@ -55,6 +57,7 @@ func (t *tally) add(k *kind, f *fault, v verdict, o observation) {
 	if f != nil {
 		fc := t.faultCount(f.header, f.want())
 		fc.Sent++
+		fc.Slowest = max(fc.Slowest, o.total)
 		if v.class == classFault || (f.recovers && v.class == classOK) {
 			fc.AsExpected++
 		}
@@ -101,6 +104,7 @@ func (t *tally) merge(o *tally) {
 		into := t.faultCount(name, fc.Want)
 		into.Sent += fc.Sent
 		into.AsExpected += fc.AsExpected
+		into.Slowest = max(into.Slowest, fc.Slowest)
 	}
 	for key, c := range o.unexpected {
 		if into := t.unexpected[key]; into != nil {
