@@ -115,6 +115,7 @@ func (h *Handler) inference(endpoint coordinatorv1.Endpoint) http.Handler {
 func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, endpoint coordinatorv1.Endpoint) {
 	id := upstream.RequestID(r.Header.Get("X-Request-Id"))
 	w.Header().Set("X-Request-Id", id)
+	upstream.DropHopByHop(r.Header) // incomingHeader sees one name at a time
 	data, err := h.readBody(w, r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -150,6 +151,11 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, endpoin
 		return
 	}
 	h.holdOpen(w, r)
+	// grpc-gateway would make X-Forwarded-Host the client's Host and add its
+	// address to X-Forwarded-For: the legs carry the client's own values,
+	// as on the streaming route and over gRPC (compat §3.4).
+	r = r.WithContext(r.Context())
+	r.Host, r.RemoteAddr = "", ""
 	r.Body = &requestBody{endpoint: endpoint, requestID: id, data: data}
 	h.gateway.ServeHTTP(w, r)
 }

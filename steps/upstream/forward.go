@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/textproto"
 	"strings"
 	"time"
 
@@ -100,7 +99,7 @@ func (c *Client) forward(ctx context.Context, r ForwardRequest, span trace.Span)
 		}
 		return nil, &TransportError{Leg: LegPassthrough, Err: err}
 	}
-	dropHopByHop(resp.Header)
+	DropHopByHop(resp.Header)
 	resp.Body = newAnswerBody(ctx, resp.Body, LegPassthrough, c.idle, cancel)
 	return resp, nil
 }
@@ -111,45 +110,7 @@ func forwardHeader(in http.Header, requestID string) http.Header {
 	if ct := in.Get("Content-Type"); ct != "" {
 		h["content-type"] = []string{ct} // the body is the client's
 	}
-	for _, name := range connectionOptions(in) {
-		delete(h, strings.ToLower(name))
-	}
 	h["X-Request-Id"] = []string{requestID}
 	h["Epp-Profile"] = []string{ProfileDecode}
 	return h
-}
-
-// hopByHop are the headers that describe one connection and are never
-// relayed (RFC 9110 §7.6.1), besides those Connection names.
-var hopByHop = [...]string{
-	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-	"Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
-// dropHopByHop removes an answer's hop-by-hop headers.
-func dropHopByHop(h http.Header) {
-	for _, name := range connectionOptions(h) {
-		h.Del(name)
-	}
-	for _, name := range hopByHop {
-		delete(h, name)
-	}
-}
-
-// connectionOptions are the header names listed in h's Connection header.
-func connectionOptions(h http.Header) []string {
-	var names []string
-	for k, values := range h {
-		if !strings.EqualFold(k, "Connection") {
-			continue
-		}
-		for _, v := range values {
-			for name := range strings.SplitSeq(v, ",") {
-				if name = textproto.TrimString(name); name != "" {
-					names = append(names, name)
-				}
-			}
-		}
-	}
-	return names
 }
