@@ -270,9 +270,7 @@ func (c *Client) do(ctx, legCtx context.Context, r Request, span trace.Span) (*h
 	if r.Prefer != "" {
 		h["Prefer"] = []string{r.Prefer}
 	}
-	if span.SpanContext().IsValid() {
-		otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
-	}
+	injectTrace(ctx, span, h)
 	if c.log != nil && c.log.Enabled(ctx, levelTrace) {
 		c.log.Log(ctx, levelTrace, "leg request", "leg", r.Leg, "request_id", r.RequestID, "url", req.URL.String(),
 			"headers", RedactHeaders(h), "body", RedactBody(r.Body))
@@ -295,6 +293,22 @@ func (c *Client) do(ctx, legCtx context.Context, r Request, span trace.Span) (*h
 		}
 	}
 	return resp, nil
+}
+
+// injectTrace puts the leg span's context in h when tracing is on,
+// replacing the client's forwarded traceparent, tracestate and baggage
+// (kept under lowercase keys, which the propagator's canonical ones would
+// otherwise sit beside: two traceparent lines on the wire).
+func injectTrace(ctx context.Context, span trace.Span, h http.Header) {
+	if !span.SpanContext().IsValid() {
+		return
+	}
+	p := otel.GetTextMapPropagator()
+	for _, f := range p.Fields() {
+		delete(h, strings.ToLower(f))
+		h.Del(f)
+	}
+	p.Inject(ctx, propagation.HeaderCarrier(h))
 }
 
 // levelTrace is log_level 5, the only level at which legs are logged.

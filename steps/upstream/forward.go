@@ -8,10 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -84,9 +82,7 @@ func (c *Client) forward(ctx context.Context, r ForwardRequest, span trace.Span)
 		req.ContentLength = max(r.ContentLength, 0) // 0 with a body: unknown, chunked
 	}
 	req.Header = forwardHeader(r.Header, r.RequestID)
-	if span.SpanContext().IsValid() {
-		otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
-	}
+	injectTrace(ctx, span, req.Header)
 	if c.log != nil && c.log.Enabled(ctx, levelTrace) {
 		c.log.Log(ctx, levelTrace, "leg request", "leg", LegPassthrough, "request_id", r.RequestID, "method", r.Method,
 			"url", req.URL.String(), "headers", RedactHeaders(req.Header))
