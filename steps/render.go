@@ -290,22 +290,32 @@ func (r *Render) renderPrompt(ctx context.Context, rc *RequestContext, obj *json
 func (r *Render) tokenPrompt(rc *RequestContext, prompt []byte) error {
 	// The common case in one pass; any fault is reported by the walk below,
 	// which checks the limit before the elements, as the reference does.
-	if ids, err := jsonbody.Uint32s(prompt); err == nil {
+	ids, uerr := jsonbody.Uint32s(prompt)
+	if uerr == nil {
 		if err := r.checkTokens(len(ids)); err != nil {
 			return err
 		}
 		rc.TokenIDs = ids
 		return nil
 	}
-	elems, err := jsonbody.ParseArray(prompt)
+	// Walked twice without keeping the elements (a 64 MB prompt would
+	// otherwise cost hundreds of MB of slice headers to refuse): first the
+	// count and the first element's kind, then the first bad token.
+	n, first := 0, byte(0)
+	err := jsonbody.EachElement(prompt, func(i int, e []byte) error {
+		if i == 0 {
+			first = e[0]
+		}
+		n++
+		return nil
+	})
 	if err != nil {
 		return Invalidf("prompt: %v", err) // unreachable: the body was validated
 	}
-	if len(elems) == 0 {
+	switch {
+	case n == 0:
 		rc.TokenIDs = []uint32{}
 		return nil
-	}
-	switch first := elems[0][0]; {
 	case first == '"':
 		return Invalidf("batched string prompts are not supported")
 	case first == '[':
@@ -314,19 +324,18 @@ func (r *Render) tokenPrompt(rc *RequestContext, prompt []byte) error {
 		return Invalidf("invalid prompt array element at index 0")
 	}
 	// The limit first: a runaway prompt is refused before it is walked.
-	if err := r.checkTokens(len(elems)); err != nil {
+	if err := r.checkTokens(n); err != nil {
 		return err
 	}
-	ids := make([]uint32, len(elems))
-	for i, e := range elems {
-		v, ok := jsonbody.Int(e)
-		if !ok || v < 0 || v > math.MaxUint32 {
+	if err := jsonbody.EachElement(prompt, func(i int, e []byte) error {
+		if v, ok := jsonbody.Int(e); !ok || v < 0 || v > math.MaxUint32 {
 			return Invalidf("prompt: invalid token at index %d", i)
 		}
-		ids[i] = uint32(v)
+		return nil
+	}); err != nil {
+		return err
 	}
-	rc.TokenIDs = ids
-	return nil
+	return Invalidf("prompt: %v", uerr) // unreachable: the walk finds what Uint32s did
 }
 
 // generate validates a tokens-in body and takes its token IDs and images.

@@ -1,6 +1,7 @@
 package jsonbody_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -77,4 +78,51 @@ func TestParseArrayErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestEachElement(t *testing.T) {
+	t.Parallel()
+	var got []string
+	err := jsonbody.EachElement([]byte(` [1, "a", {"b":[2]} ,null] `), func(i int, e []byte) error {
+		assert.Equal(t, len(got), i, "indexes in order")
+		got = append(got, string(e))
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []string{`1`, `"a"`, `{"b":[2]}`, `null`}, got)
+
+	stop := errors.New("stop")
+	calls := 0
+	err = jsonbody.EachElement([]byte(`[1,2,3]`), func(i int, _ []byte) error {
+		calls++
+		if i == 1 {
+			return stop
+		}
+		return nil
+	})
+	assert.Same(t, stop, err, "fn's error comes back as it came")
+	assert.Equal(t, 2, calls, "no element after fn's error")
+
+	err = jsonbody.EachElement([]byte(`[1,2`), func(int, []byte) error { return nil })
+	var se *jsonbody.SyntaxError
+	assert.ErrorAs(t, err, &se, "malformed arrays are syntax errors")
+	assert.ErrorIs(t, jsonbody.EachElement([]byte(`{}`), func(int, []byte) error { return nil }), jsonbody.ErrNotArray)
+}
+
+// BenchmarkEachElementHugeArray shows a walk keeps nothing: compare its
+// B/op with ParseArray's on the same million-element array.
+func BenchmarkEachElementHugeArray(b *testing.B) {
+	data := []byte("[" + strings.Repeat("7,", 1<<20) + "7]")
+	b.Run("EachElement", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = jsonbody.EachElement(data, func(int, []byte) error { return nil })
+		}
+	})
+	b.Run("ParseArray", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = jsonbody.ParseArray(data)
+		}
+	})
 }
