@@ -153,6 +153,9 @@ func TestRESTClientErrors(t *testing.T) {
 			resp := st.post(t, tt.path, tt.body, http.Header{"X-Request-Id": {"req-7"}})
 			body := readAll(t, resp.Body)
 			assert.Equal(t, tt.status, resp.StatusCode, body)
+			if tt.status == http.StatusRequestEntityTooLarge {
+				assert.True(t, resp.Close, "past the cap the connection closes rather than read the rest")
+			}
 			var e struct {
 				Error struct {
 					Message string `json:"message"`

@@ -171,7 +171,7 @@ func outgoingHeader(key string) (string, bool) {
 
 // readBody reads the whole body, failing with *http.MaxBytesError past the cap.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body := http.MaxBytesReader(w, r.Body, h.maxBody)
+	body := capBody(w, r.Body, h.maxBody)
 	if r.ContentLength > 0 && r.ContentLength <= h.maxBody {
 		buf := make([]byte, r.ContentLength)
 		if _, err := io.ReadFull(body, buf); err != nil {
@@ -180,6 +180,19 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 		return buf, nil // the server stops the body at Content-Length
 	}
 	return io.ReadAll(body)
+}
+
+// capBody is http.MaxBytesReader on the connection's own writer, not on a
+// wrapper such as recorder: only then does the server, past the cap, close
+// the connection after the answer instead of reading the rest of the body.
+func capBody(w http.ResponseWriter, body io.ReadCloser, n int64) io.ReadCloser {
+	for {
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return http.MaxBytesReader(w, body, n)
+		}
+		w = u.Unwrap()
+	}
 }
 
 // incomingHeader passes the client headers a leg may receive into the call

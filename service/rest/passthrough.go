@@ -90,6 +90,7 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 		return outcome{}
 	}
 	if r.ContentLength > h.maxBody {
+		w.Header().Set("Connection", "close") // the announced body is never read
 		writeOpenAIError(w, http.StatusRequestEntityTooLarge, "request body too large (request_id: "+id+")", "")
 		return outcome{}
 	}
@@ -110,7 +111,7 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 		Method: r.Method, Target: target(r), RequestID: id, Header: withForwardedFor(r), ContentLength: r.ContentLength,
 	}
 	if r.ContentLength != 0 {
-		body = &countedBody{r: http.MaxBytesReader(w, r.Body, h.maxBody)}
+		body = &countedBody{r: capBody(w, r.Body, h.maxBody)}
 		fr.Body = body
 	}
 	rc := http.NewResponseController(w)

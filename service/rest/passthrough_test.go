@@ -223,6 +223,7 @@ func TestPassthroughBodyCap(t *testing.T) {
 	assert.Equal(t, http.StatusRequestEntityTooLarge, code)
 	assert.Contains(t, msg, "request body too large (request_id: "+resp.Header.Get("X-Request-Id")+")")
 	assert.Zero(t, hits.Load(), "an announced oversized body never reaches the gateway")
+	assert.True(t, resp.Close, "past the cap the connection closes rather than read the rest")
 
 	// Without Content-Length the body streams to the gateway until the cap:
 	// the gateway never gets it whole.
