@@ -20,6 +20,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service/apierror"
+	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/jsonbody"
@@ -32,11 +33,23 @@ type Coordinator struct {
 	pipeline *steps.Pipeline
 	metrics  *metrics.Metrics
 	log      *slog.Logger
+	maxBody  int64 // server.max_request_body_size in bytes
 }
 
-// NewCoordinator builds the service.
-func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger) *Coordinator {
-	return &Coordinator{pipeline: p, metrics: m, log: log}
+// NewCoordinator builds the service for cfg's body size cap.
+func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg config.Config) *Coordinator {
+	return &Coordinator{pipeline: p, metrics: m, log: log, maxBody: cfg.Server.MaxRequestBodyBytes()}
+}
+
+// requestContext is newRequestContext for a body within
+// server.max_request_body_size, the cap REST applies as it reads: the gRPC
+// message limit leaves room for the envelope, so it alone would let gRPC
+// clients send more.
+func (c *Coordinator) requestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, error) {
+	if n := int64(len(in.GetJson())); n > c.maxBody {
+		return nil, status.Errorf(codes.ResourceExhausted, "request body too large: %d bytes, the limit is %d (request_id: %s)", n, c.maxBody, id)
+	}
+	return newRequestContext(ctx, id, in)
 }
 
 // Generate implements CoordinatorServiceServer.
@@ -47,7 +60,7 @@ func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateR
 	if in == nil {
 		return c.generateTokens(ctx, id, req.GetTokens())
 	}
-	rc, err := newRequestContext(ctx, id, in)
+	rc, err := c.requestContext(ctx, id, in)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +94,7 @@ func (c *Coordinator) GenerateStream(req *coordinatorv1.GenerateStreamRequest, s
 	if in == nil {
 		return c.generateTokensStream(id, req.GetTokens(), stream)
 	}
-	rc, err := newRequestContext(ctx, id, in)
+	rc, err := c.requestContext(ctx, id, in)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 )
@@ -41,7 +42,7 @@ func TestReportPrefill(t *testing.T) {
 			t.Parallel()
 			var logs bytes.Buffer
 			m := metrics.New()
-			c := NewCoordinator(nil, m, slog.New(slog.NewTextHandler(&logs, nil)))
+			c := NewCoordinator(nil, m, slog.New(slog.NewTextHandler(&logs, nil)), config.Default())
 			c.reportPrefill(context.Background(), &tt.rc, tt.err)
 
 			families, err := m.Gatherer().Gather()

@@ -14,6 +14,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service/apierror"
+	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -43,7 +44,7 @@ func queuedCoordinator(t *testing.T, step steps.Step) *Coordinator {
 	p, err := steps.NewPipeline([]steps.Plugin{{Type: "store", New: func(map[string]any) (steps.Step, error) { return step, nil }}},
 		[]steps.StepConfig{{Type: "store"}}, steps.Defaults{})
 	require.NoError(t, err)
-	return NewCoordinator(p, nil, slog.New(slog.DiscardHandler))
+	return NewCoordinator(p, nil, slog.New(slog.DiscardHandler), config.Default())
 }
 
 func TestGetRequestAnswersFromTheStore(t *testing.T) {

@@ -126,6 +126,29 @@ func TestGRPCErrors(t *testing.T) {
 	}
 }
 
+// TestGRPCBodyCap: a gRPC client's OpenAI body is capped at
+// server.max_request_body_size exactly, as REST's is (the message limit
+// alone leaves room for the envelope).
+func TestGRPCBodyCap(t *testing.T) {
+	t.Parallel()
+	s, gw, _ := startSim(t, sim.Options{})
+	st := startStack(t, gw, "", decodeOnly) // a 1 MiB cap
+	client := coordinatorv1.NewCoordinatorServiceClient(st.conn)
+	prefix, suffix := `{"model":"sim-model","messages":[],"pad":"`, `"}`
+	body := prefix + strings.Repeat("a", 1<<20-len(prefix)-len(suffix)) + suffix
+
+	_, err := client.Generate(context.Background(), chatRequest("at-cap", body))
+	require.NoError(t, err, "exactly at the cap")
+
+	_, err = client.Generate(context.Background(), chatRequest("past-cap", body+" "))
+	st2 := status.Convert(err)
+	assert.Equal(t, codes.ResourceExhausted, st2.Code(), st2.Message())
+	assert.Contains(t, st2.Message(), "request body too large: 1048577 bytes, the limit is 1048576 (request_id: past-cap)")
+	for _, leg := range s.Legs() {
+		assert.NotEqual(t, "past-cap", leg.Header.Get("X-Request-Id"), "a refused body reaches no leg")
+	}
+}
+
 func TestGRPCHealthFollowsReadiness(t *testing.T) {
 	t.Parallel()
 	_, gw, _ := startSim(t, sim.Options{})
