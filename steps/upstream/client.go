@@ -197,13 +197,25 @@ const maxErrorBody = 64 << 10
 // reported to ctx's Observer.
 func (c *Client) Post(ctx context.Context, r Request) (*http.Response, error) {
 	phase := phaseOf(r)
-	ctx, span := tracer.Start(ctx, "leg "+r.Leg, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("coordinator.phase", phase), attribute.String("coordinator.request_id", r.RequestID)))
+	ctx, span := startLeg(ctx, r.Leg, phase, r.RequestID)
 	resp, attempts, err := c.send(ctx, r, phase, span)
-	span.SetAttributes(attribute.Int("http.response.status_code", statusOf(resp, err)))
 	if attempts > 1 {
 		span.SetAttributes(attribute.Int("coordinator.attempts", attempts))
 	}
+	return endLeg(span, resp, err)
+}
+
+// startLeg starts a leg's client span.
+func startLeg(ctx context.Context, leg, phase, requestID string) (context.Context, trace.Span) {
+	return tracer.Start(ctx, "leg "+leg, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("coordinator.phase", phase), attribute.String("coordinator.request_id", requestID)))
+}
+
+// endLeg records a leg's outcome on its span and passes it on: the span
+// ends now without an answer, or when the answer's body is closed (a
+// streamed decode leg's span covers the whole stream).
+func endLeg(span trace.Span, resp *http.Response, err error) (*http.Response, error) {
+	span.SetAttributes(attribute.Int("http.response.status_code", statusOf(resp, err)))
 	if err != nil {
 		span.SetStatus(otelcodes.Error, err.Error())
 	}
@@ -227,10 +239,10 @@ func statusOf(resp *http.Response, err error) int {
 	return 0
 }
 
-// report tells ctx's Observer how one attempt went.
-func report(ctx context.Context, r Request, phase string, attempt int, start time.Time, resp *http.Response, err error) {
+// report tells ctx's Observer how one attempt of leg went.
+func report(ctx context.Context, leg, phase string, attempt int, start time.Time, resp *http.Response, err error) {
 	if o := observerFrom(ctx); o != nil {
-		o.LegDone(LegResult{Leg: r.Leg, Phase: phase, StatusCode: statusOf(resp, err), Duration: time.Since(start), Attempt: attempt})
+		o.LegDone(LegResult{Leg: leg, Phase: phase, StatusCode: statusOf(resp, err), Duration: time.Since(start), Attempt: attempt})
 	}
 }
 

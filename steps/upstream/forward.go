@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -48,24 +46,10 @@ type ForwardRequest struct {
 // span of ctx's, like Post's legs.
 func (c *Client) Forward(ctx context.Context, r ForwardRequest) (*http.Response, error) {
 	start := time.Now()
-	ctx, span := tracer.Start(ctx, "leg "+LegPassthrough, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("coordinator.phase", ProfileDecode), attribute.String("coordinator.request_id", r.RequestID)))
+	ctx, span := startLeg(ctx, LegPassthrough, ProfileDecode, r.RequestID)
 	resp, err := c.forward(ctx, r, span)
-	status := 0
-	if resp != nil {
-		status = resp.StatusCode
-	}
-	if o := observerFrom(ctx); o != nil {
-		o.LegDone(LegResult{Leg: LegPassthrough, Phase: ProfileDecode, StatusCode: status, Duration: time.Since(start), Attempt: 1})
-	}
-	span.SetAttributes(attribute.Int("http.response.status_code", status))
-	if err != nil {
-		span.SetStatus(otelcodes.Error, err.Error())
-		span.End()
-		return nil, err
-	}
-	resp.Body = &spanBody{ReadCloser: resp.Body, span: span}
-	return resp, nil
+	report(ctx, LegPassthrough, ProfileDecode, 1, start, resp, err)
+	return endLeg(span, resp, err)
 }
 
 func (c *Client) forward(ctx context.Context, r ForwardRequest, span trace.Span) (*http.Response, error) {

@@ -71,7 +71,7 @@ func (c *Client) send(ctx context.Context, r Request, phase string, span trace.S
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		resp, err := c.post(ctx, r, span)
-		report(ctx, r, phase, attempt, start, resp, err)
+		report(ctx, r.Leg, phase, attempt, start, resp, err)
 		if attempt >= attempts || !retryable(err) {
 			return resp, attempt, err
 		}
