@@ -287,12 +287,9 @@ func (c *Client) do(ctx, legCtx context.Context, r Request, span trace.Span) (*h
 		c.log.Log(ctx, levelTrace, "leg request", "leg", r.Leg, "request_id", r.RequestID, "url", req.URL.String(),
 			"headers", RedactHeaders(h), "body", RedactBody(r.Body))
 	}
-	resp, err := c.http.Do(req)
+	resp, err := c.roundTrip(ctx, r.Leg, req)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s: %w", r.Leg, context.Cause(ctx))
-		}
-		return nil, &TransportError{Leg: r.Leg, Err: err}
+		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
@@ -303,6 +300,19 @@ func (c *Client) do(ctx, legCtx context.Context, r Request, span trace.Span) (*h
 			ContentType: resp.Header.Get("Content-Type"),
 			Body:        body,
 		}
+	}
+	return resp, nil
+}
+
+// roundTrip sends req, a leg of ctx's: a failure is ctx's cause when ctx
+// ended (the caller's cancellation), a *TransportError otherwise.
+func (c *Client) roundTrip(ctx context.Context, leg string, req *http.Request) (*http.Response, error) {
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: %w", leg, context.Cause(ctx))
+		}
+		return nil, &TransportError{Leg: leg, Err: err}
 	}
 	return resp, nil
 }

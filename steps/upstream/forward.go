@@ -71,13 +71,10 @@ func (c *Client) forward(ctx context.Context, r ForwardRequest, span trace.Span)
 		c.log.Log(ctx, levelTrace, "leg request", "leg", LegPassthrough, "request_id", r.RequestID, "method", r.Method,
 			"url", req.URL.String(), "headers", RedactHeaders(req.Header))
 	}
-	resp, err := c.http.Do(req)
+	resp, err := c.roundTrip(ctx, LegPassthrough, req)
 	if err != nil {
 		cancel(nil)
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s: %w", LegPassthrough, context.Cause(ctx))
-		}
-		return nil, &TransportError{Leg: LegPassthrough, Err: err}
+		return nil, err
 	}
 	DropHopByHop(resp.Header)
 	resp.Body = newAnswerBody(ctx, resp.Body, LegPassthrough, c.idle, cancel)
