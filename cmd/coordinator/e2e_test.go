@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -134,4 +135,18 @@ func recvEvents(t *testing.T, stream grpc.ServerStreamingClient[coordinatorv1.Ge
 			events = append(events, string(d))
 		}
 	}
+}
+
+// openAIError decodes an OpenAI error body.
+func openAIError(t *testing.T, body string) (message, typ string, code int) {
+	t.Helper()
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    int    `json:"code"`
+		} `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &e), body)
+	return e.Error.Message, e.Error.Type, e.Error.Code
 }

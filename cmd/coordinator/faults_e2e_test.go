@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -186,15 +185,6 @@ func faultGRPCStream(ctx context.Context, client coordinatorv1.CoordinatorServic
 	}
 }
 
-// faultErrorBody is the REST error body and the SSE error event.
-type faultErrorBody struct {
-	Error struct {
-		Message string `json:"message"`
-		Type    string `json:"type"`
-		Code    int    `json:"code"`
-	} `json:"error"`
-}
-
 func (s *stack) faultREST(t *testing.T, id, body, fault string) faultOutcome {
 	t.Helper()
 	h := http.Header{"X-Request-Id": {id}}
@@ -202,21 +192,19 @@ func (s *stack) faultREST(t *testing.T, id, body, fault string) faultOutcome {
 		h.Set(sim.FaultHeader, fault)
 	}
 	resp := s.post(t, "/v1/chat/completions", body, h)
-	var e faultErrorBody
 	if resp.StatusCode != http.StatusOK {
 		assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
-		raw := readAll(t, resp.Body)
-		require.NoError(t, json.Unmarshal([]byte(raw), &e), raw)
-		assert.Equal(t, resp.StatusCode, e.Error.Code)
-		return faultOutcome{status: resp.StatusCode, message: e.Error.Message}
+		msg, _, code := openAIError(t, readAll(t, resp.Body))
+		assert.Equal(t, resp.StatusCode, code)
+		return faultOutcome{status: resp.StatusCode, message: msg}
 	}
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"), "a 200 answer must be a stream that fails")
 	events := sseData(t, resp.Body)
 	require.NotEmpty(t, events)
 	last := events[len(events)-1]
-	require.NoError(t, json.Unmarshal([]byte(last), &e), "the last event is the error: %s", last)
-	require.NotZero(t, e.Error.Code, "the last event is the error: %s", last)
-	return faultOutcome{status: e.Error.Code, message: e.Error.Message, before: len(events) - 1}
+	msg, _, code := openAIError(t, last)
+	require.NotZero(t, code, "the last event is the error: %s", last)
+	return faultOutcome{status: code, message: msg, before: len(events) - 1}
 }
 
 // faultCase is a fault and how a client sees it.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -42,20 +41,6 @@ func waitInFlight(t *testing.T, adm *service.Admission, requests, streams int) {
 		r, s := adm.InFlight()
 		return r == requests && s == streams
 	}, 5*time.Second, 2*time.Millisecond, "in flight: want %d requests, %d streams", requests, streams)
-}
-
-// openAIError decodes an OpenAI error body.
-func openAIError(t *testing.T, body string) (message, typ string, code int) {
-	t.Helper()
-	var e struct {
-		Error struct {
-			Message string `json:"message"`
-			Type    string `json:"type"`
-			Code    int    `json:"code"`
-		} `json:"error"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(body), &e), body)
-	return e.Error.Message, e.Error.Type, e.Error.Code
 }
 
 // TestConcurrencyLimits: past server.max_concurrent_requests (streams

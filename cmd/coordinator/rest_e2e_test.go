@@ -156,17 +156,10 @@ func TestRESTClientErrors(t *testing.T) {
 			if tt.status == http.StatusRequestEntityTooLarge {
 				assert.True(t, resp.Close, "past the cap the connection closes rather than read the rest")
 			}
-			var e struct {
-				Error struct {
-					Message string `json:"message"`
-					Type    string `json:"type"`
-					Code    int    `json:"code"`
-				} `json:"error"`
-			}
-			require.NoError(t, json.Unmarshal([]byte(body), &e), body)
-			assert.Contains(t, e.Error.Message, tt.want)
-			assert.Equal(t, tt.status, e.Error.Code)
-			assert.Equal(t, "invalid_request_error", strings.Replace(e.Error.Type, "not_found_error", "invalid_request_error", 1))
+			msg, typ, code := openAIError(t, body)
+			assert.Contains(t, msg, tt.want)
+			assert.Equal(t, tt.status, code)
+			assert.Equal(t, "invalid_request_error", strings.Replace(typ, "not_found_error", "invalid_request_error", 1))
 		})
 	}
 	assert.Empty(t, s.Legs(), "no leg for a rejected request")
