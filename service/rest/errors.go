@@ -53,6 +53,20 @@ func timedOut(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
+// bodyFailure is the answer to a request body that could not be read: 413
+// past the cap, 408 when it did not come within server.read_timeout, 400
+// otherwise; the message lacks the request id.
+func bodyFailure(err error) (code int, message string) {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return http.StatusRequestEntityTooLarge, "request body too large"
+	case timedOut(err):
+		return http.StatusRequestTimeout, "request body not received within server.read_timeout"
+	}
+	return http.StatusBadRequest, "failed to read request body"
+}
+
 // writeOpenAIError writes {"error":{"message","type","param","code"}}.
 func writeOpenAIError(w http.ResponseWriter, code int, message, param string) {
 	w.Header().Set("Content-Type", "application/json")

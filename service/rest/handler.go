@@ -8,7 +8,6 @@ package rest
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -118,16 +117,8 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, endpoin
 	upstream.DropHopByHop(r.Header) // incomingHeader sees one name at a time
 	data, err := h.readBody(w, r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeOpenAIError(w, http.StatusRequestEntityTooLarge, "request body too large (request_id: "+id+")", "")
-			return
-		}
-		if timedOut(err) {
-			writeOpenAIError(w, http.StatusRequestTimeout, "request body not received within server.read_timeout (request_id: "+id+")", "")
-			return
-		}
-		writeOpenAIError(w, http.StatusBadRequest, "failed to read request body (request_id: "+id+")", "")
+		code, msg := bodyFailure(err)
+		writeOpenAIError(w, code, msg+" (request_id: "+id+")", "")
 		return
 	}
 	obj, err := jsonbody.ParseObject(data)

@@ -152,19 +152,18 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 // when the shutdown's drain ended it, otherwise the gateway failure as
 // apierror maps it (502, 504 on a timeout). It returns the failure to log.
 func (p *passthrough) failed(w http.ResponseWriter, r *http.Request, id string, bodyErr, err error) error {
-	var tooBig *http.MaxBytesError
+	if bodyErr != nil {
+		// 413 and 408 before the context: the server cancels it on any
+		// read error.
+		code, msg := bodyFailure(bodyErr)
+		if code != http.StatusBadRequest || r.Context().Err() == nil {
+			writeOpenAIError(w, code, msg+" (request_id: "+id+")", "")
+			return nil
+		}
+	}
 	switch {
-	case errors.As(bodyErr, &tooBig):
-		writeOpenAIError(w, http.StatusRequestEntityTooLarge, "request body too large (request_id: "+id+")", "")
-		return nil
-	case timedOut(bodyErr): // before the context: the server cancels it on any read error
-		writeOpenAIError(w, http.StatusRequestTimeout, "request body not received within server.read_timeout (request_id: "+id+")", "")
-		return nil
 	case r.Context().Err() != nil:
 		return err
-	case bodyErr != nil:
-		writeOpenAIError(w, http.StatusBadRequest, "failed to read request body (request_id: "+id+")", "")
-		return nil
 	case errors.Is(err, service.ErrShuttingDown):
 		writeError(w, status.Error(codes.Unavailable, service.ErrShuttingDown.Error()+" (request_id: "+id+")"))
 		return err
