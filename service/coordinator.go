@@ -19,11 +19,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/jsonbody"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -178,9 +179,9 @@ func requestID(ctx context.Context, fromMessage string) string {
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	if v := md.Get(headerRequestID); len(v) > 0 {
-		return upstream.RequestID(v[0])
+		return requestid.OrNew(v[0])
 	}
-	return upstream.RequestID("")
+	return requestid.OrNew("")
 }
 
 // newRequestContext reads what the service needs from the body (top-level

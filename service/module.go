@@ -15,11 +15,11 @@ import (
 	"google.golang.org/grpc/health"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/tlsfiles"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/upstream"
-	"github.com/coordinator-project/coordinator/steps/upstream/tlsfiles"
 )
 
 // Module wires the gRPC side: the gateway client, the pipeline built from

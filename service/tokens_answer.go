@@ -9,8 +9,8 @@ import (
 	"strconv"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/jsonbody"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -26,7 +26,7 @@ import (
 //
 // A small typed encoding/json struct reads it: on a stream event with
 // logprobs it takes about half the time of walking the event with
-// steps/jsonbody, whose every nested parse validates its subtree again
+// internal/jsonbody, whose every nested parse validates its subtree again
 // (BenchmarkStreamEvent). Members it does not name (routed_experts,
 // kv_transfer_params, ...) are skipped; token spellings and finish reasons
 // are read without allocating.
@@ -285,7 +285,7 @@ func parseUint32(b []byte) (uint32, bool) {
 }
 
 // parsePromptLogprobs reads vLLM's prompt_logprobs (once per answer, so
-// with steps/jsonbody, which keeps each object's member order): one entry
+// with internal/jsonbody, which keeps each object's member order): one entry
 // per prompt token, null for the first, else an object from token ID (a
 // decimal key) to {"logprob": ..}, holding the prompt token and its top
 // alternatives.

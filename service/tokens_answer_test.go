@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/steps/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -249,7 +249,7 @@ func streamEvent(k int) []byte {
 		`,"finish_reason":null,"token_ids":[151643],"routed_experts":null}]}`)
 }
 
-// mergeJSONBodyEvent is the steps/jsonbody alternative to
+// mergeJSONBodyEvent is the internal/jsonbody alternative to
 // mergeStreamEvent (its happy path only), kept to measure against: each
 // nested ParseObject/ParseArray validates its subtree again.
 func mergeJSONBodyEvent(chunk *coordinatorv1.TokensChunk, data []byte) error {
@@ -343,7 +343,7 @@ func TestJSONBodyEventAgrees(t *testing.T) {
 
 // BenchmarkStreamEvent is the cost of turning one decode worker event into
 // the chunk's choices: the typed encoding/json struct the sink uses against
-// walking the event with steps/jsonbody, and the protobuf marshalling that
+// walking the event with internal/jsonbody, and the protobuf marshalling that
 // follows either.
 func BenchmarkStreamEvent(b *testing.B) {
 	for _, k := range []int{-1, 0, 1, 5, 20} {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/coordinator-project/coordinator/steps/params"
+	"github.com/coordinator-project/coordinator/internal/params"
 )
 
 // The async-broker serving modes, as the mode header spells them

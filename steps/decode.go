@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/coordinator-project/coordinator/connectors/kv"
-	"github.com/coordinator-project/coordinator/steps/jsonbody"
-	"github.com/coordinator-project/coordinator/steps/params"
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 

@@ -7,8 +7,8 @@ import (
 	"github.com/coordinator-project/coordinator/connectors/ec"
 	"sync"
 
-	"github.com/coordinator-project/coordinator/steps/jsonbody"
-	"github.com/coordinator-project/coordinator/steps/params"
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 

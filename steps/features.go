@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/coordinator-project/coordinator/steps/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
 )
 
 // modalityImage is the only modality the coordinator handles: other keys of

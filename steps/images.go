@@ -1,7 +1,7 @@
 package steps
 
 import (
-	"github.com/coordinator-project/coordinator/steps/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
 )
 
 // imagePart is one image_url content part of a chat body.

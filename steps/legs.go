@@ -7,7 +7,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/coordinator-project/coordinator/steps/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
 )
 
 // This file holds what the encode and prefill legs share: the wire format

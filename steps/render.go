@@ -12,10 +12,10 @@ import (
 
 	"go.uber.org/fx"
 
-	"github.com/coordinator-project/coordinator/steps/jsonbody"
-	"github.com/coordinator-project/coordinator/steps/params"
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/internal/tlsfiles"
 	"github.com/coordinator-project/coordinator/steps/upstream"
-	"github.com/coordinator-project/coordinator/steps/upstream/tlsfiles"
 )
 
 // RenderType is the render step's config name.

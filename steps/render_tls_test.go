@@ -16,10 +16,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/tlsfiles/tlsfilestest"
 	"github.com/coordinator-project/coordinator/sim"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/upstream"
-	"github.com/coordinator-project/coordinator/steps/upstream/tlsfiles/tlsfilestest"
 )
 
 func TestRenderTLSParams(t *testing.T) {

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coordinator-project/coordinator/steps/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/steps/media"
-	"github.com/coordinator-project/coordinator/steps/params"
 )
 
 // ReplaceMediaURLsType is the replace-media-urls step's config name.

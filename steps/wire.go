@@ -3,7 +3,7 @@ package steps
 import (
 	"strconv"
 
-	"github.com/coordinator-project/coordinator/steps/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
 )
 
 // Body keys the steps own.

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/sim"
-	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
 func TestPassthroughThroughTheApp(t *testing.T) {
@@ -38,7 +38,7 @@ func TestPassthroughThroughTheApp(t *testing.T) {
 	require.Len(t, models.Data, 1)
 	assert.Equal(t, sim.DefaultModel, models.Data[0].ID, "the decode worker's own answer")
 	id := resp.Header.Get("X-Request-Id")
-	assert.True(t, upstream.ValidRequestID(id), id)
+	assert.True(t, requestid.Valid(id), id)
 
 	legs := s.Legs()
 	require.Len(t, legs, 1)

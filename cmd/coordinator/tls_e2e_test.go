@@ -26,11 +26,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/coordinator-project/coordinator/internal/tlsfiles"
+	"github.com/coordinator-project/coordinator/internal/tlsfiles/tlsfilestest"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/sim"
-	"github.com/coordinator-project/coordinator/steps/upstream/tlsfiles"
-	"github.com/coordinator-project/coordinator/steps/upstream/tlsfiles/tlsfilestest"
 )
 
 // testPKI is a private CA with the files a TLS test's config points at.

@@ -3,7 +3,7 @@
 // overrides, defaults and startup validation.
 //
 // Each step's params stay a raw map here; a step decodes its own with
-// steps/params in its constructor. config/coordinator/coordinator.yaml is the annotated
+// internal/params in its constructor. config/coordinator/coordinator.yaml is the annotated
 // sample that documents every key.
 package config
 
@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/tlsfiles"
 	"github.com/coordinator-project/coordinator/steps/upstream"
-	"github.com/coordinator-project/coordinator/steps/upstream/tlsfiles"
 )
 
 // Config is the whole config file. Keys are the `param` tags; every scalar key
@@ -178,7 +178,7 @@ type Step struct {
 	Type string `param:"type"`
 	// Params is the step's params as YAML decoded them (int, float64, bool,
 	// string, []any, map[string]any values); never nil after Load. The step
-	// decodes it with steps/params.
+	// decodes it with internal/params.
 	Params map[string]any `param:"params"`
 }
 

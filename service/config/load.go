@@ -8,7 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/coordinator-project/coordinator/steps/params"
+	"github.com/coordinator-project/coordinator/internal/params"
 )
 
 // Load reads the YAML file at path, applies COORDINATOR_* overrides from
@@ -29,7 +29,7 @@ func Load(path string, lookupEnv func(string) (string, bool)) (Config, error) {
 // Parse is Load for YAML bytes (the embedded dev config, tests). An empty
 // document is all defaults.
 //
-// Keys are decoded strictly with steps/params: unknown keys, wrong types and
+// Keys are decoded strictly with internal/params: unknown keys, wrong types and
 // non-integral numbers for integers are errors naming the key path.
 func Parse(data []byte, lookupEnv func(string) (string, bool)) (Config, error) {
 	var doc any

@@ -13,8 +13,8 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/status"
 
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/service/apierror"
-	"github.com/coordinator-project/coordinator/steps/jsonbody"
 )
 
 // writeError writes err as the REST client sees it: the decode worker's own

@@ -19,10 +19,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/jsonbody"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -112,7 +113,7 @@ func (h *Handler) inference(endpoint coordinatorv1.Endpoint) http.Handler {
 
 // serveInference is inference's work on one request.
 func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, endpoint coordinatorv1.Endpoint) {
-	id := upstream.RequestID(r.Header.Get("X-Request-Id"))
+	id := requestid.OrNew(r.Header.Get("X-Request-Id"))
 	w.Header().Set("X-Request-Id", id)
 	upstream.DropHopByHop(r.Header) // incomingHeader sees one name at a time
 	data, err := h.readBody(w, r)

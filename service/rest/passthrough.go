@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"
@@ -59,7 +60,7 @@ func (h *Handler) unregistered(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	id := upstream.RequestID(r.Header.Get("X-Request-Id"))
+	id := requestid.OrNew(r.Header.Get("X-Request-Id"))
 	rec := &recorder{ResponseWriter: w}
 	out := h.servePassthrough(rec, r, id, start)
 	h.metrics.RequestDone(metrics.APIREST, endpointPassthrough, strconv.Itoa(rec.status()), time.Since(start))

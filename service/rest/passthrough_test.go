@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/health"
 
+	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
@@ -133,7 +134,7 @@ func TestPassthroughRelaysTheRequestToTheDecodeProfile(t *testing.T) {
 	assert.Equal(t, "yes", resp.Header.Get("X-Upstream"))
 	assert.Empty(t, resp.Header.Get("X-Gateway-Hop"), "headers the answer's Connection names stay behind")
 	id := resp.Header.Get("X-Request-Id")
-	assert.True(t, upstream.ValidRequestID(id) && id != "bad id!", id)
+	assert.True(t, requestid.Valid(id) && id != "bad id!", id)
 
 	r := <-got
 	assert.Equal(t, http.MethodGet, r.Method)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coordinator-project/coordinator/steps/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
 )
 
 // chatBody returns a realistic chat completion request of about 2 KB.

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/steps/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
 )
 
 func TestParseArray(t *testing.T) {

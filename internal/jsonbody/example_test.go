@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/coordinator-project/coordinator/steps/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
 )
 
 // A step caps max_tokens, switches streaming off and attaches token IDs;

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/steps/upstream/tlsfiles"
-	"github.com/coordinator-project/coordinator/steps/upstream/tlsfiles/tlsfilestest"
+	"github.com/coordinator-project/coordinator/internal/tlsfiles"
+	"github.com/coordinator-project/coordinator/internal/tlsfiles/tlsfilestest"
 )
 
 func TestServerConfigValidate(t *testing.T) {
