@@ -8,8 +8,6 @@ package service
 import (
 	"context"
 	"log/slog"
-	"net/http"
-	"strings"
 	"time"
 
 	otelcodes "go.opentelemetry.io/otel/codes"
@@ -19,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/apierror"
@@ -227,27 +226,10 @@ func FormatOf(e coordinatorv1.Endpoint) steps.Format {
 	}
 }
 
-// forwardedHeaders turns the call metadata into the headers every leg
-// forwards, dropping gRPC's own keys and what no leg may receive.
-func forwardedHeaders(ctx context.Context) http.Header {
+// forwardedHeaders is the call metadata every leg carries as headers.
+func forwardedHeaders(ctx context.Context) headers.Forwarded {
 	md, _ := metadata.FromIncomingContext(ctx)
-	h := make(http.Header, len(md))
-	for k, v := range md {
-		if len(v) == 0 || grpcOwned(k) || !upstream.Forwardable(k) {
-			continue
-		}
-		h[k] = v[:1:1]
-	}
-	return h
-}
-
-// grpcOwned reports metadata keys that belong to the gRPC transport.
-func grpcOwned(key string) bool {
-	switch key {
-	case "user-agent", "content-type", "te", "grpc-accept-encoding", "grpc-encoding", "grpc-timeout":
-		return true
-	}
-	return strings.HasPrefix(key, ":") || strings.HasPrefix(key, "grpc-") || strings.HasSuffix(key, "-bin")
+	return headers.FromMetadata(md)
 }
 
 var _ coordinatorv1.CoordinatorServiceServer = (*Coordinator)(nil)

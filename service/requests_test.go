@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/steps"
@@ -27,7 +28,7 @@ type queuedStore struct {
 
 func (*queuedStore) Execute(context.Context, *steps.RequestContext) error { return nil }
 func (*queuedStore) TenantHeader() string                                 { return "x-team" }
-func (*queuedStore) Holds(http.Header) bool                               { return false }
+func (*queuedStore) Holds(headers.Forwarded) bool                         { return false }
 
 func (f *queuedStore) Lookup(_ context.Context, tenant, id string) steps.Answer {
 	f.calls = append(f.calls, "lookup "+tenant+" "+id)

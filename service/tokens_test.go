@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -139,7 +139,7 @@ func TestNewTokensContext(t *testing.T) {
 	assert.Equal(t, "m", rc.Model)
 	assert.True(t, rc.Stream)
 	assert.Equal(t, []uint32{1, 2, 3, 4}, rc.TokenIDs)
-	assert.Equal(t, http.Header{"authorization": {"Bearer x"}}, rc.Header)
+	assert.Equal(t, headers.NewForwarded("authorization", "Bearer x"), rc.Header)
 	assert.Equal(t, string(appendTokensBody(nil, "id-1", in, true)), string(rc.Body))
 	assert.Equal(t, []steps.MultimodalEntry{
 		{Index: 0, Hash: "ha", KwargsData: []byte(`"T"`), Placeholder: steps.Placeholder{Offset: 1, Length: 1}},

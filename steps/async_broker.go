@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/coordinator-project/coordinator/internal/headers"
 )
 
 // AsyncBrokerType is the async-broker step's config name.
@@ -48,7 +50,7 @@ type AsyncBroker struct {
 	// notifier wakes waits on keyspace notifications; nil: polling only.
 	notifier *notifier
 
-	// Lowercase header names (rc.Header keys are lowercase).
+	// Header names, lowercased once.
 	modeHeader, tenantHeader, timeoutHeader string
 	objectiveHeader, fairnessHeader         string
 	// forward holds forward_headers as configured and lowercased.
@@ -128,7 +130,7 @@ func newAsyncBroker(p asyncBrokerParams, log *slog.Logger) (*AsyncBroker, error)
 
 // Execute implements Step.
 func (b *AsyncBroker) Execute(ctx context.Context, rc *RequestContext) error {
-	raw := headerValue(rc.Header, b.modeHeader)
+	raw := rc.Header.Get(b.modeHeader)
 	if raw == "" {
 		return nil
 	}
@@ -146,7 +148,7 @@ func (b *AsyncBroker) Execute(ctx context.Context, rc *RequestContext) error {
 	}
 	// Keys join tenant and id with ":"; ids cannot hold one, tenants must
 	// not either, or one tenant's keys could alias another's.
-	tenant := headerValue(rc.Header, b.tenantHeader)
+	tenant := rc.Header.Get(b.tenantHeader)
 	if tenant == "" {
 		tenant = defaultTenant
 	}
@@ -174,28 +176,25 @@ func (b *AsyncBroker) passthrough(ctx context.Context, rc *RequestContext, tenan
 		})
 	}
 	_, tier := b.route(ctx, rc.Model, tenant)
-	if rc.Header == nil {
-		rc.Header = make(http.Header)
-	}
-	deleteHeader(rc.Header, b.objectiveHeader)
-	deleteHeader(rc.Header, b.fairnessHeader)
+	rc.Header.Del(b.objectiveHeader)
+	rc.Header.Del(b.fairnessHeader)
 	if o, ok := b.p.Objectives[tier]; ok {
 		name := o.Reserved
 		if class == classOverflow {
 			name = o.Overflow
 		}
 		if name != "" {
-			rc.Header[b.objectiveHeader] = []string{name}
+			rc.Header.Set(b.objectiveHeader, name)
 		}
 	}
-	rc.Header[b.fairnessHeader] = []string{tenant}
+	rc.Header.Set(b.fairnessHeader, tenant)
 }
 
 // enqueue submits the request to its routed queue, then answers 202
 // (enqueue) or holds the client (wait). The 202 goes out only once Redis
 // has the envelope; a failed submission is a 503.
 func (b *AsyncBroker) enqueue(ctx context.Context, rc *RequestContext, mode, tenant string) error {
-	deadline := b.p.deadline(mode, headerValue(rc.Header, b.timeoutHeader))
+	deadline := b.p.deadline(mode, rc.Header.Get(b.timeoutHeader))
 	queue, _ := b.route(ctx, rc.Model, tenant)
 	now := time.Now()
 	s := &submission{
@@ -208,11 +207,11 @@ func (b *AsyncBroker) enqueue(ctx context.Context, rc *RequestContext, mode, ten
 		metadata: map[string]string{b.p.Quota.Attribute: tenant},
 		endpoint: rc.Format.Path(),
 	}
-	if tp := headerValue(rc.Header, "traceparent"); tp != "" {
+	if tp := rc.Header.Get("traceparent"); tp != "" {
 		s.metadata["traceparent"] = tp
 	}
 	for _, h := range b.forward {
-		if v := headerValue(rc.Header, h[1]); v != "" {
+		if v := rc.Header.Get(h[1]); v != "" {
 			if s.headers == nil {
 				s.headers = make(map[string]string, len(b.forward))
 			}
@@ -266,8 +265,8 @@ func (b *AsyncBroker) firstUnrouted(model string) bool {
 }
 
 // Holds implements RequestStore: requests in wait mode are held open.
-func (b *AsyncBroker) Holds(header http.Header) bool {
-	return strings.EqualFold(headerValue(header, b.modeHeader), modeWait)
+func (b *AsyncBroker) Holds(header headers.Forwarded) bool {
+	return strings.EqualFold(header.Get(b.modeHeader), modeWait)
 }
 
 // Close implements io.Closer: it ends the notification subscription,
@@ -285,21 +284,6 @@ func (b *AsyncBroker) Close() error {
 		b.closeErr = errors.Join(errs...)
 	})
 	return b.closeErr
-}
-
-// headerValue reads header name (lowercase) from h, whose keys may be
-// lowercase (RequestContext.Header) or canonical (net/http).
-func headerValue(h http.Header, name string) string {
-	if v := h[name]; len(v) > 0 {
-		return v[0]
-	}
-	return h.Get(name)
-}
-
-// deleteHeader removes name (lowercase) from h in either key form.
-func deleteHeader(h http.Header, name string) {
-	delete(h, name)
-	h.Del(name)
 }
 
 // checkAsyncBrokerFirst fails unless async-broker, when configured, is the

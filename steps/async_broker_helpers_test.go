@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -93,7 +91,6 @@ func brokerRequest(t *testing.T, body string, header map[string]string) (*steps.
 	rc := &steps.RequestContext{
 		RequestID: "req-test-1",
 		Format:    steps.FormatChat,
-		Header:    http.Header{},
 		Body:      []byte(body),
 		Sink:      &steptest.Sink{},
 	}
@@ -104,7 +101,7 @@ func brokerRequest(t *testing.T, body string, header map[string]string) (*steps.
 		rc.Stream, _ = jsonbody.Bool(raw)
 	}
 	for k, v := range header {
-		rc.Header[strings.ToLower(k)] = []string{v}
+		rc.Header.Set(k, v)
 	}
 	return rc, rc.Sink.(*steptest.Sink)
 }

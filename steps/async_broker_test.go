@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -190,8 +191,8 @@ func TestAsyncBrokerCustomHeaders(t *testing.T) {
 
 	rc, _ = brokerRequest(t, chatRequest, map[string]string{"X-Mode": "passthrough", "X-Org": "acme"})
 	require.NoError(t, env.step.Execute(t.Context(), rc))
-	assert.Equal(t, []string{"interactive-reserved"}, rc.Header["x-objective"])
-	assert.Equal(t, []string{"acme"}, rc.Header["x-fair"])
+	assert.Equal(t, "interactive-reserved", rc.Header.Get("x-objective"))
+	assert.Equal(t, "acme", rc.Header.Get("x-fair"))
 	n, err := env.rdb.Get(t.Context(), "quota:org:acme").Int()
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
@@ -264,10 +265,10 @@ func TestAsyncBrokerPassthroughStampsAndClassifies(t *testing.T) {
 	})
 	require.NoError(t, env.step.Execute(ctx1, rc1))
 	assert.Zero(t, sink1.Status)
-	assert.Equal(t, []string{"interactive-reserved"}, rc1.Header["x-llm-d-inference-objective"])
-	assert.Equal(t, []string{"limited-team"}, rc1.Header["x-llm-d-inference-fairness-id"])
+	assert.Equal(t, "interactive-reserved", rc1.Header.Get("x-llm-d-inference-objective"))
+	assert.Equal(t, "limited-team", rc1.Header.Get("x-llm-d-inference-fairness-id"))
 	assert.Equal(t, chatRequest, string(rc1.Body), "body untouched")
-	assert.Equal(t, []string{"passthrough"}, rc1.Header["x-ap-mode"])
+	assert.Equal(t, "passthrough", rc1.Header.Get("x-ap-mode"))
 
 	counter := func() int {
 		n, err := env.rdb.Get(context.Background(), "quota:userid:limited-team").Int()
@@ -283,7 +284,7 @@ func TestAsyncBrokerPassthroughStampsAndClassifies(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(ctx)
 	rc2, _ := brokerRequest(t, chatRequest, map[string]string{"X-AP-Mode": "passthrough", "X-Team": "limited-team"})
 	require.NoError(t, env.step.Execute(ctx2, rc2))
-	assert.Equal(t, []string{"interactive-overflow"}, rc2.Header["x-llm-d-inference-objective"])
+	assert.Equal(t, "interactive-overflow", rc2.Header.Get("x-llm-d-inference-objective"))
 	assert.Equal(t, 1, counter())
 	cancel2()
 
@@ -295,13 +296,13 @@ func TestAsyncBrokerPassthroughStampsAndClassifies(t *testing.T) {
 	defer cancel3()
 	rc3, _ := brokerRequest(t, chatRequest, map[string]string{"X-AP-Mode": "passthrough", "X-Team": "limited-team"})
 	require.NoError(t, env.step.Execute(ctx3, rc3))
-	assert.Equal(t, []string{"interactive-reserved"}, rc3.Header["x-llm-d-inference-objective"])
+	assert.Equal(t, "interactive-reserved", rc3.Header.Get("x-llm-d-inference-objective"))
 
 	// A tenant without a limit is always reserved and counts nothing.
 	rc4, _ := brokerRequest(t, chatRequest, map[string]string{"X-AP-Mode": "passthrough", "X-Team": "team-free"})
 	require.NoError(t, env.step.Execute(ctx, rc4))
-	assert.Equal(t, []string{"interactive-reserved"}, rc4.Header["x-llm-d-inference-objective"])
-	assert.Equal(t, []string{"team-free"}, rc4.Header["x-llm-d-inference-fairness-id"])
+	assert.Equal(t, "interactive-reserved", rc4.Header.Get("x-llm-d-inference-objective"))
+	assert.Equal(t, "team-free", rc4.Header.Get("x-llm-d-inference-fairness-id"))
 	n, err := env.rdb.Exists(ctx, "quota:userid:team-free").Result()
 	require.NoError(t, err)
 	assert.Zero(t, n)
@@ -312,8 +313,8 @@ func TestAsyncBrokerPassthroughStampsAndClassifies(t *testing.T) {
 		"X-AP-Mode": "passthrough", "x-llm-d-inference-objective": "self-assigned",
 	})
 	require.NoError(t, env.step.Execute(ctx, rc5))
-	assert.NotContains(t, rc5.Header, "x-llm-d-inference-objective")
-	assert.Equal(t, []string{"default"}, rc5.Header["x-llm-d-inference-fairness-id"])
+	assert.False(t, rc5.Header.Has("x-llm-d-inference-objective"))
+	assert.Equal(t, "default", rc5.Header.Get("x-llm-d-inference-fairness-id"))
 }
 
 func TestAsyncBrokerPassthroughQuotaUnderConcurrency(t *testing.T) {
@@ -335,7 +336,7 @@ func TestAsyncBrokerPassthroughQuotaUnderConcurrency(t *testing.T) {
 				return
 			}
 			mu.Lock()
-			classes[rc.Header["x-llm-d-inference-objective"][0]]++
+			classes[rc.Header.Get("x-llm-d-inference-objective")]++
 			mu.Unlock()
 		}()
 	}
@@ -358,15 +359,15 @@ func TestAsyncBrokerHolds(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, nil)
 	tests := map[string]struct {
-		header http.Header
+		header headers.Forwarded
 		want   bool
 	}{
-		"wait, canonical key":    {http.Header{"X-Ap-Mode": {"wait"}}, true},
-		"wait, lowercase key":    {http.Header{"x-ap-mode": {"WAIT"}}, true},
-		"enqueue":                {http.Header{"X-Ap-Mode": {"enqueue"}}, false},
-		"passthrough":            {http.Header{"X-Ap-Mode": {"passthrough"}}, false},
-		"no mode":                {http.Header{}, false},
-		"another header is wait": {http.Header{"X-Mode": {"wait"}}, false},
+		"wait, canonical key":    {headers.NewForwarded("X-Ap-Mode", "wait"), true},
+		"wait, lowercase key":    {headers.NewForwarded("x-ap-mode", "WAIT"), true},
+		"enqueue":                {headers.NewForwarded("X-Ap-Mode", "enqueue"), false},
+		"passthrough":            {headers.NewForwarded("X-Ap-Mode", "passthrough"), false},
+		"no mode":                {headers.Forwarded{}, false},
+		"another header is wait": {headers.NewForwarded("X-Mode", "wait"), false},
 	}
 	for name, tt := range tests {
 		assert.Equal(t, tt.want, env.step.Holds(tt.header), name)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 	"github.com/coordinator-project/coordinator/steps/upstream"
@@ -75,7 +76,7 @@ func TestConditionalDecodeCacheHit(t *testing.T) {
 		RequestID: "req-1", Format: steps.FormatChat, Sink: sink,
 		Body:     []byte(`{"model":"test","stream":false,"messages":[{"role":"user","content":"hi"}]}`),
 		TokenIDs: []uint32{1, 2, 3},
-		Header:   http.Header{"authorization": {"Bearer t"}},
+		Header:   headers.NewForwarded("authorization", "Bearer t"),
 	}
 	err := newConditionalDecode(t, gw.URL, nil).Execute(context.Background(), rc)
 	require.ErrorIs(t, err, steps.ErrDone, "a hit answers the client and ends the pipeline")

@@ -2,7 +2,8 @@ package steps
 
 import (
 	"encoding/json"
-	"net/http"
+
+	"github.com/coordinator-project/coordinator/internal/headers"
 )
 
 // Format is the OpenAI-compatible API a body is written for. It decides how
@@ -59,10 +60,9 @@ type RequestContext struct {
 	RequestID string
 	// Format is the inbound API; Path() is the path decode posts to.
 	Format Format
-	// Header holds the client headers forwarded on every leg: lowercase
-	// keys, one value each, hop-by-hop and coordinator-owned headers removed
-	// (see upstream.ForwardedHeaders).
-	Header http.Header
+	// Header holds the client headers forwarded on every leg, as the
+	// header policy let them through (package headers).
+	Header headers.Forwarded
 	// Body is the client's JSON object as it stands: steps replace it with
 	// edited copies and never mutate it in place.
 	Body []byte

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 	"github.com/coordinator-project/coordinator/steps/upstream"
@@ -30,7 +31,7 @@ func TestDecodeRelaysJSONAndSendsTheBodyUnchanged(t *testing.T) {
 	body := `{"model":"m", "messages":[{"role":"user","content":"hi"}], "top_k": 5, "chat_template_kwargs":{"x":1}}`
 	sink := &steptest.Sink{}
 	rc := &steps.RequestContext{RequestID: "req-1", Format: steps.FormatChat, Body: []byte(body), Sink: sink,
-		Header: http.Header{"authorization": {"Bearer t"}}}
+		Header: headers.NewForwarded("authorization", "Bearer t")}
 	err := newDecode(t, gw.URL, nil).Execute(context.Background(), rc)
 	require.ErrorIs(t, err, steps.ErrDone)
 

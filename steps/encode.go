@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/coordinator-project/coordinator/connectors/ec"
 	"sync"
+
+	"github.com/coordinator-project/coordinator/connectors/ec"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"

@@ -18,6 +18,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/connectors/ec"
 	"github.com/coordinator-project/coordinator/connectors/kv"
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 	"github.com/coordinator-project/coordinator/steps/upstream"
@@ -94,7 +95,7 @@ func mmChatContext() *steps.RequestContext {
 	return &steps.RequestContext{
 		RequestID:  "req-abc-123",
 		Format:     steps.FormatChat,
-		Header:     http.Header{"authorization": {"Bearer t"}, "traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}},
+		Header:     headers.NewForwarded("authorization", "Bearer t", "traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
 		Body:       []byte(mmChatBody),
 		Model:      "llava",
 		Stream:     true,

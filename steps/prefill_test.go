@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 	"github.com/coordinator-project/coordinator/steps/upstream"
@@ -71,7 +72,7 @@ func completionsContext(prompt string, ids []uint32) *steps.RequestContext {
 	return &steps.RequestContext{
 		RequestID: "req-abc-123",
 		Format:    steps.FormatCompletions,
-		Header:    http.Header{"authorization": {"Bearer t"}, "traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}},
+		Header:    headers.NewForwarded("authorization", "Bearer t", "traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
 		Body:      []byte(`{"model":"llama","prompt":` + prompt + `,"max_tokens":64,"min_tokens":4,"stream":true,"temperature":0.2}`),
 		Model:     "llama",
 		Stream:    true,

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 	"github.com/coordinator-project/coordinator/steps/upstream"
@@ -29,7 +30,7 @@ func TestRenderChatParsesFullAnswer(t *testing.T) {
 		`{"type":"image_url","image_url":{"url":"data:image/png;base64,BB"}}]}], "top_k": 5}`
 	rc := &steps.RequestContext{
 		RequestID: "req-1", Format: steps.FormatChat, Body: []byte(body),
-		Header: http.Header{"authorization": {"Bearer t"}, "x-custom": {"v"}},
+		Header: headers.NewForwarded("authorization", "Bearer t", "x-custom", "v"),
 		Multimodal: []steps.MultimodalEntry{
 			{Index: 0, ContentType: "image/png", Base64Data: "AA"},
 			{Index: 1, ContentType: "image/png", Base64Data: "BB"},
@@ -334,7 +335,7 @@ func TestRenderCompletionsStringPrompt(t *testing.T) {
 	srv := renderServer(t, http.StatusOK, `[{"request_id":"cmpl-1","token_ids":[1,2345,6789],"features":null,"sampling_params":{"max_tokens":5}}]`)
 	body := `{"model":"test", "prompt":"Hello, world!", "max_tokens": 5, "logit_bias": {"1" : 1.50}}`
 	rc := &steps.RequestContext{RequestID: "req-2", Format: steps.FormatCompletions, Body: []byte(body),
-		Header: http.Header{"authorization": {"Bearer t"}}}
+		Header: headers.NewForwarded("authorization", "Bearer t")}
 	require.NoError(t, newRender(t, srv.URL, nil).Execute(context.Background(), rc))
 
 	legs := srv.Legs()

@@ -2,7 +2,8 @@ package steps
 
 import (
 	"context"
-	"net/http"
+
+	"github.com/coordinator-project/coordinator/internal/headers"
 )
 
 // RequestStore is implemented by a step that queues requests and keeps
@@ -26,9 +27,8 @@ type RequestStore interface {
 	Delete(ctx context.Context, tenant, id string) Answer
 	// Holds reports whether the store's step may hold a request with these
 	// client headers open until its result arrives, possibly past the
-	// server's write timeout (async-broker's wait mode). Header keys may be
-	// canonical or lowercase.
-	Holds(header http.Header) bool
+	// server's write timeout (async-broker's wait mode).
+	Holds(header headers.Forwarded) bool
 }
 
 // Answer is a whole HTTP answer: status, content type and body (empty for

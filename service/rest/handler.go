@@ -15,16 +15,15 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
 // Handler serves the REST API.
@@ -48,8 +47,8 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, rawJSON{}),
 		runtime.WithMarshalerOption("application/json", rawJSON{}),
 		runtime.WithErrorHandler(gatewayError),
-		runtime.WithIncomingHeaderMatcher(incomingHeader),
-		runtime.WithOutgoingHeaderMatcher(outgoingHeader),
+		runtime.WithIncomingHeaderMatcher(headers.MetadataKey),
+		runtime.WithOutgoingHeaderMatcher(headers.ResponseKey),
 		runtime.WithOutgoingTrailerMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithForwardResponseOption(forwardStatus),
 	)
@@ -115,7 +114,7 @@ func (h *Handler) inference(endpoint coordinatorv1.Endpoint) http.Handler {
 func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, endpoint coordinatorv1.Endpoint) {
 	id := requestid.OrNew(r.Header.Get("X-Request-Id"))
 	w.Header().Set("X-Request-Id", id)
-	upstream.DropHopByHop(r.Header) // incomingHeader sees one name at a time
+	headers.DropHopByHop(r.Header) // the matcher sees one name at a time
 	data, err := h.readBody(w, r)
 	if err != nil {
 		code, msg := bodyFailure(err)
@@ -152,15 +151,6 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, endpoin
 	h.gateway.ServeHTTP(w, r)
 }
 
-// outgoingHeader lets the step timings out as Server-Timing; no other call
-// metadata reaches REST clients.
-func outgoingHeader(key string) (string, bool) {
-	if key == "server-timing" {
-		return "Server-Timing", true
-	}
-	return "", false
-}
-
 // readBody reads the whole body, failing with *http.MaxBytesError past the cap.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body := capBody(w, r.Body, h.maxBody)
@@ -185,46 +175,6 @@ func capBody(w http.ResponseWriter, body io.ReadCloser, n int64) io.ReadCloser {
 		}
 		w = u.Unwrap()
 	}
-}
-
-// incomingHeader passes the client headers a leg may receive into the call
-// metadata (lowercase keys); the rest stay at the edge.
-func incomingHeader(key string) (string, bool) {
-	k := strings.ToLower(key)
-	if !upstream.Forwardable(k) || k == "user-agent" || k == "authorization" {
-		// grpc-gateway forwards authorization itself; user-agent is gRPC's.
-		return "", false
-	}
-	return k, true
-}
-
-// outgoingMetadata is incomingHeader for the streaming route, which calls
-// the gRPC client directly.
-func outgoingMetadata(ctx context.Context, h http.Header) context.Context {
-	md := make(metadata.MD, len(h))
-	for k, v := range h {
-		if len(v) == 0 {
-			continue
-		}
-		if k == "Authorization" {
-			md["authorization"] = v[:1:1]
-			continue
-		}
-		if mk, ok := incomingHeader(k); ok && validMetadataValue(v[0]) {
-			md[mk] = v[:1:1]
-		}
-	}
-	return metadata.NewOutgoingContext(ctx, md)
-}
-
-// validMetadataValue reports whether v can travel as gRPC ASCII metadata.
-func validMetadataValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if v[i] < 0x20 || v[i] > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 // forwardStatus gives a Generate answer the worker's status and content

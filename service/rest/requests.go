@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -27,7 +28,7 @@ func (h *Handler) ServeQueued(store steps.RequestStore) {
 // holdOpen lifts the server's write timeout from a request the store will
 // hold until its result (bounded by the request's own deadline instead).
 func (h *Handler) holdOpen(w http.ResponseWriter, r *http.Request) {
-	if h.queued != nil && h.queued.Holds(r.Header) {
+	if h.queued != nil && h.queued.Holds(headers.FromHTTP(r.Header)) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	}
 }

@@ -70,16 +70,3 @@ func TestWriteErrorRelaysTheDecodeWorkersAnswer(t *testing.T) {
 	assert.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
 	assert.Equal(t, `{"worker":true}`, w.Body.String())
 }
-
-func TestIncomingHeader(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{"X-Custom": "x-custom", "Traceparent": "traceparent"} {
-		got, ok := incomingHeader(in)
-		assert.True(t, ok, in)
-		assert.Equal(t, want, got)
-	}
-	for _, dropped := range []string{"Epp-Profile", "Prefer", "Connection", "User-Agent", "Authorization", "Content-Type", "X-Request-Id"} {
-		_, ok := incomingHeader(dropped)
-		assert.False(t, ok, dropped)
-	}
-}

@@ -8,9 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/service/apierror"
 )
 
@@ -23,7 +25,7 @@ import (
 // client that stops reading has its stream ended, and returning cancels
 // the call with every leg of it.
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, req *coordinatorv1.GenerateStreamRequest) {
-	ctx := outgoingMetadata(r.Context(), r.Header)
+	ctx := metadata.NewOutgoingContext(r.Context(), headers.ToMetadata(r.Header))
 	stream, err := h.client.GenerateStream(ctx, req)
 	if err != nil {
 		writeError(w, err)

@@ -24,6 +24,8 @@ import (
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/coordinator-project/coordinator/internal/headers"
 )
 
 // Profiles: the EPP scheduling profile a gateway leg asks for.
@@ -166,8 +168,8 @@ type Request struct {
 	Profile string
 	// RequestID is sent as x-request-id.
 	RequestID string
-	// Header holds the forwarded client headers (see ForwardedHeaders).
-	Header http.Header
+	// Header holds the forwarded client headers (see headers.FromHTTP).
+	Header headers.Forwarded
 	// Prefer, if set, is sent as the Prefer header.
 	Prefer string
 	// Body is the JSON body.
@@ -271,9 +273,7 @@ func (c *Client) do(ctx, legCtx context.Context, r Request, span trace.Span) (*h
 		return nil, fmt.Errorf("%s: %w", r.Leg, err)
 	}
 	h := req.Header
-	for k, v := range r.Header {
-		h[k] = v
-	}
+	r.Header.WriteTo(h)
 	h["Content-Type"] = []string{"application/json"}
 	h["X-Request-Id"] = []string{r.RequestID}
 	if r.Profile != "" {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/coordinator-project/coordinator/internal/headers"
 )
 
 // LegPassthrough names the leg of a request relayed to the gateway as it
@@ -35,7 +37,7 @@ type ForwardRequest struct {
 }
 
 // Forward relays r to the gateway with EPP-Profile: decode. It sends the
-// headers every leg may carry (ForwardedHeaders) less those the client's
+// headers every leg may carry (headers.Passthrough) less those the client's
 // Connection header names, plus the client's Content-Type, the request id
 // and the profile. The answer comes back whatever its status, body unread
 // (the caller closes it), its hop-by-hop headers removed; its body's Read
@@ -76,17 +78,15 @@ func (c *Client) forward(ctx context.Context, r ForwardRequest, span trace.Span)
 		cancel(nil)
 		return nil, err
 	}
-	DropHopByHop(resp.Header)
+	headers.DropHopByHop(resp.Header)
 	resp.Body = newAnswerBody(ctx, resp.Body, LegPassthrough, c.idle, cancel)
 	return resp, nil
 }
 
 // forwardHeader is the header of a passthrough request.
 func forwardHeader(in http.Header, requestID string) http.Header {
-	h := ForwardedHeaders(in)
-	if ct := in.Get("Content-Type"); ct != "" {
-		h["content-type"] = []string{ct} // the body is the client's
-	}
+	h := make(http.Header, len(in)+2)
+	headers.Passthrough(in).WriteTo(h)
 	h["X-Request-Id"] = []string{requestID}
 	h["Epp-Profile"] = []string{ProfileDecode}
 	return h

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -66,7 +67,7 @@ func TestLegsAreLoggedOnlyAtTraceAndRedacted(t *testing.T) {
 		c, err := upstream.New(upstream.Options{Address: srv.URL, Log: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: tc.level}))})
 		require.NoError(t, err)
 		resp, err := c.Post(context.Background(), upstream.Request{Leg: "prefill", Path: "/x", RequestID: "r",
-			Header: http.Header{"authorization": {"Bearer secret-token"}}, Body: body})
+			Header: headers.NewForwarded("authorization", "Bearer secret-token"), Body: body})
 		require.NoError(t, err)
 		resp.Body.Close()
 		c.Close()

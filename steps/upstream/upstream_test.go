@@ -11,25 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
-
-func TestForwardedHeaders(t *testing.T) {
-	t.Parallel()
-	in := http.Header{
-		"Authorization": {"Bearer a", "Bearer b"}, "Cookie": {"c=1"}, "X-Custom": {"v"}, "Traceparent": {"00-x"},
-		"Connection": {"close"}, "Keep-Alive": {"1"}, "Te": {"trailers"}, "Transfer-Encoding": {"chunked"}, "Upgrade": {"h2c"},
-		"Host": {"h"}, "Content-Length": {"3"}, "Content-Type": {"text/plain"}, "Epp-Profile": {"prefill"},
-		"Prefer": {"if-available"}, "X-Request-Id": {"r"}, "Accept-Encoding": {"gzip"}, "Empty": {},
-	}
-	got := upstream.ForwardedHeaders(in)
-	assert.Equal(t, http.Header{
-		"authorization": {"Bearer a"}, "cookie": {"c=1"}, "x-custom": {"v"}, "traceparent": {"00-x"},
-	}, got)
-	assert.Equal(t, []string{"Bearer a", "Bearer b"}, in["Authorization"], "the input is not modified")
-	assert.False(t, upstream.Forwardable("EPP-Profile"))
-	assert.True(t, upstream.Forwardable("X-Llm-D-Slo-Ttft-Ms"))
-}
 
 func TestPost(t *testing.T) {
 	t.Parallel()
@@ -52,7 +36,7 @@ func TestPost(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	req := upstream.Request{Leg: "prefill", Path: "/v1/chat/completions", Profile: upstream.ProfilePrefill, RequestID: "rid",
-		Header: http.Header{"x-custom": {"v"}}, Body: []byte(`{}`)}
+		Header: headers.NewForwarded("x-custom", "v"), Body: []byte(`{}`)}
 
 	resp, err := c.Post(context.Background(), req)
 	require.NoError(t, err)
