@@ -32,7 +32,7 @@ func FromError(err error, requestID string) *status.Status {
 	case errors.Is(err, context.Canceled):
 		return status.New(codes.Canceled, "request cancelled")
 	case errors.As(err, &se):
-		code, msg := upstreamCode(se), fmt.Sprintf("%s failed: HTTP %d (request_id: %s)", se.Leg, se.StatusCode, requestID)
+		code, msg := codeOf(se.StatusCode), fmt.Sprintf("%s failed: HTTP %d (request_id: %s)", se.Leg, se.StatusCode, requestID)
 		if se.StatusCode >= 400 && se.StatusCode < 500 {
 			msg = fmt.Sprintf("%s rejected the request: HTTP %d (request_id: %s)", se.Leg, se.StatusCode, requestID)
 		}
@@ -77,34 +77,6 @@ func withDetail(s *status.Status, d *coordinatorv1.UpstreamError) *status.Status
 	return s
 }
 
-// upstreamCode is the gRPC code for a leg's HTTP status.
-func upstreamCode(se *upstream.StatusError) codes.Code {
-	switch se.StatusCode {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge:
-		return codes.InvalidArgument
-	case http.StatusUnauthorized:
-		return codes.Unauthenticated
-	case http.StatusForbidden:
-		return codes.PermissionDenied
-	case http.StatusNotFound:
-		return codes.NotFound
-	case http.StatusConflict:
-		return codes.Aborted
-	case http.StatusPreconditionFailed:
-		return codes.FailedPrecondition
-	case http.StatusTooManyRequests:
-		return codes.ResourceExhausted
-	case http.StatusNotImplemented:
-		return codes.Unimplemented
-	case http.StatusGatewayTimeout:
-		return codes.DeadlineExceeded
-	}
-	if se.StatusCode >= 400 && se.StatusCode < 500 {
-		return codes.FailedPrecondition
-	}
-	return codes.Unavailable
-}
-
 // UpstreamDetail returns the UpstreamError attached to s, if any.
 func UpstreamDetail(s *status.Status) *coordinatorv1.UpstreamError {
 	for _, d := range s.Details() {
@@ -136,33 +108,12 @@ func HTTPStatus(s *status.Status) int {
 		}
 		return http.StatusBadGateway
 	}
-	switch s.Code() {
-	case codes.OK:
-		return http.StatusOK
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
-		return http.StatusBadRequest
-	case codes.ResourceExhausted:
-		if _, ok := RetryDelay(s); ok { // a concurrency limit, not a size
-			return http.StatusTooManyRequests
+	if s.Code() == codes.ResourceExhausted {
+		if _, ok := RetryDelay(s); !ok { // a size, not a concurrency limit
+			return http.StatusRequestEntityTooLarge
 		}
-		return http.StatusRequestEntityTooLarge
-	case codes.Unimplemented:
-		return http.StatusNotImplemented
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case codes.Canceled:
-		return 499 // client closed request
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.Unauthenticated:
-		return http.StatusUnauthorized
-	case codes.PermissionDenied:
-		return http.StatusForbidden
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusBadGateway
 	}
+	return statusOf(s.Code())
 }
 
 // RetryDelay is the wait the google.rpc.RetryInfo attached to s asks for
