@@ -64,8 +64,9 @@ test: test-deps ## Run every test: Go (race detector), then the SDKs and example
 	bash sdk/run-tests.sh
 
 .PHONY: lint
-lint: $(BUF) ## go vet, gofmt and buf lint.
+lint: $(BUF) ## go vet, staticcheck (pinned in go.mod), gofmt and buf lint.
 	go vet ./...
+	go tool staticcheck ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || (echo "gofmt: $$out" >&2; exit 1)
 	$(BUF) lint
 	@! go list -deps ./cmd/coordinator | grep -q '/coordinator/sim$$' || (echo "cmd/coordinator must not import the simulator" >&2; exit 1)

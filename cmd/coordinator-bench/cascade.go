@@ -124,7 +124,7 @@ func (l *loader) preflight(ctx context.Context, sc scenario, targets []target) (
 	if pf.PromptTokens < sc.minPromptTokens {
 		return pf, cascade.failed(fmt.Errorf("preflight: %d prompt tokens, want at least %d", pf.PromptTokens, sc.minPromptTokens))
 	}
-	status, id, answer, err := l.post(ctx, cascade.base+sc.path, body)
+	status, id, _, err := l.post(ctx, cascade.base+sc.path, body)
 	if err == nil && status == http.StatusOK {
 		return pf, cascade.failed(errors.New("preflight: a repeated prompt succeeded: the conditional-decode tripwire does not fire, so requests answered without prefill could not be told apart"))
 	}

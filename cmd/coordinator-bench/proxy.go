@@ -39,15 +39,13 @@ func runProxy(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.FlushInterval = -1
-	director := proxy.Director
-	proxy.Director = func(r *http.Request) {
-		director(r)
-		if r.Body != nil && r.ContentLength > 0 {
+	proxy := &httputil.ReverseProxy{FlushInterval: -1, Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(target)
+		pr.SetXForwarded()
+		if r := pr.Out; r.Body != nil && r.ContentLength > 0 {
 			r.Body = &sizedBody{ReadCloser: r.Body, left: r.ContentLength}
 		}
-	}
+	}}
 	proxy.Transport = &http.Transport{
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,

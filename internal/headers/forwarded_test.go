@@ -50,5 +50,6 @@ func TestForwardedWriteToKeepsLowercaseNames(t *testing.T) {
 
 func TestNewForwardedPanicsOnOddPairs(t *testing.T) {
 	t.Parallel()
-	assert.Panics(t, func() { headers.NewForwarded("a") })
+	odd := []string{"a"}
+	assert.Panics(t, func() { headers.NewForwarded(odd...) })
 }

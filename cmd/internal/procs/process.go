@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -123,16 +122,4 @@ func (p *Process) WaitReady(ctx context.Context, url string, timeout time.Durati
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// FreeAddr is a 127.0.0.1 address with a port the kernel just had free.
-// Another process could take it before the child binds it; the child then
-// fails to start and the tool says so.
-func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -68,9 +69,30 @@ func TestWaitReady(t *testing.T) {
 
 func TestFreeAddr(t *testing.T) {
 	t.Parallel()
+	low, high := claimRange()
+	seen := map[string]bool{}
+	for range 50 {
+		addr, err := FreeAddr()
+		require.NoError(t, err)
+		assert.False(t, seen[addr], "each call claims a port of its own: %s", addr)
+		seen[addr] = true
+		_, portText, err := net.SplitHostPort(addr)
+		require.NoError(t, err)
+		port, err := strconv.Atoi(portText)
+		require.NoError(t, err)
+		assert.True(t, port >= low && port < high, "port %d below the ephemeral range [%d, %d)", port, low, high)
+		l, err := net.Listen("tcp", addr)
+		require.NoError(t, err, "the address is free for the child")
+		require.NoError(t, l.Close())
+	}
+}
+
+func TestFreeAddrClaimsAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	addr, err := FreeAddr()
 	require.NoError(t, err)
-	l, err := net.Listen("tcp", addr)
-	require.NoError(t, err, "the address is free again")
-	require.NoError(t, l.Close())
+	_, portText, _ := net.SplitHostPort(addr)
+	// Any FreeAddr, in this process or another, finds the claim taken.
+	_, err = net.Listen("unix", "@coordinator-procs-port-"+portText)
+	require.Error(t, err, "the port's claim is held")
 }
