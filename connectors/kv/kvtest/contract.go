@@ -78,59 +78,65 @@ func Contract(t *testing.T, c kv.Connector) {
 		}
 	})
 
-	t.Run("fresh results", func(t *testing.T) {
-		t.Parallel()
-		first, err := c.PrefillParams()
-		require.NoError(t, err)
-		clobber(first)
-		again, err := c.PrefillParams()
-		require.NoError(t, err)
-		assert.NoError(t, checkFlags(again, true, false), "%s", again)
+	t.Run("fresh results", func(t *testing.T) { freshResults(t, c) })
+	t.Run("concurrent calls", func(t *testing.T) { concurrentCalls(t, c) })
+}
 
-		in := json.RawMessage(VLLMAnswer)
-		want, err := c.DecodeParams(in)
-		require.NoError(t, err)
-		kept := bytes.Clone(want)
-		clobber(want)
-		got, err := c.DecodeParams(in)
-		require.NoError(t, err)
-		assert.Equal(t, string(kept), string(got), "decode params must be deterministic and fresh")
-		assert.Equal(t, VLLMAnswer, string(in), "argument modified")
-		clobber(got)
-		assert.Equal(t, VLLMAnswer, string(in), "result aliases the argument")
-	})
+// freshResults: every call returns a new slice, and DecodeParams neither
+// modifies nor aliases its argument.
+func freshResults(t *testing.T, c kv.Connector) {
+	t.Parallel()
+	first, err := c.PrefillParams()
+	require.NoError(t, err)
+	clobber(first)
+	again, err := c.PrefillParams()
+	require.NoError(t, err)
+	assert.NoError(t, checkFlags(again, true, false), "%s", again)
 
-	t.Run("concurrent calls", func(t *testing.T) {
-		t.Parallel()
-		const workers, calls = 16, 50
-		in := json.RawMessage(VLLMAnswer) // shared: connectors only read it
-		errs := make([]error, workers)
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Go(func() {
-				for range calls {
-					p, err := c.PrefillParams()
-					if err == nil {
-						err = checkFlags(p, true, false)
-					}
-					if err == nil {
-						p, err = c.DecodeParams(in)
-					}
-					if err == nil {
-						err = checkFlags(p, false, true)
-					}
-					if err != nil {
-						errs[w] = err
-						return
-					}
+	in := json.RawMessage(VLLMAnswer)
+	want, err := c.DecodeParams(in)
+	require.NoError(t, err)
+	kept := bytes.Clone(want)
+	clobber(want)
+	got, err := c.DecodeParams(in)
+	require.NoError(t, err)
+	assert.Equal(t, string(kept), string(got), "decode params must be deterministic and fresh")
+	assert.Equal(t, VLLMAnswer, string(in), "argument modified")
+	clobber(got)
+	assert.Equal(t, VLLMAnswer, string(in), "result aliases the argument")
+}
+
+// concurrentCalls: a connector is safe for concurrent use.
+func concurrentCalls(t *testing.T, c kv.Connector) {
+	t.Parallel()
+	const workers, calls = 16, 50
+	in := json.RawMessage(VLLMAnswer) // shared: connectors only read it
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for range calls {
+				p, err := c.PrefillParams()
+				if err == nil {
+					err = checkFlags(p, true, false)
 				}
-			})
-		}
-		wg.Wait()
-		for w, err := range errs {
-			assert.NoError(t, err, "worker %d", w)
-		}
-	})
+				if err == nil {
+					p, err = c.DecodeParams(in)
+				}
+				if err == nil {
+					err = checkFlags(p, false, true)
+				}
+				if err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for w, err := range errs {
+		assert.NoError(t, err, "worker %d", w)
+	}
 }
 
 // checkFlags reports whether raw is a JSON object whose do_remote_decode
