@@ -32,11 +32,15 @@ type Defaults struct {
 type Pipeline struct {
 	names []string
 	steps []Step
+	// started counts the steps Start reached (pipeline_lifecycle.go).
+	started int
 }
 
 // NewPipeline builds the steps listed in configs from the registered
 // plugins. An unknown or doubly registered type fails with the sorted list
-// of known types; a step whose params are invalid fails naming the step.
+// of known types; a step whose params are invalid fails naming the step,
+// and so does a FirstStep configured anywhere but first. Building starts
+// nothing (constructors only decode params): Start does.
 func NewPipeline(plugins []Plugin, configs []StepConfig, defaults Defaults) (*Pipeline, error) {
 	byType := make(map[string]Plugin, len(plugins))
 	for _, p := range plugins {
@@ -49,20 +53,18 @@ func NewPipeline(plugins []Plugin, configs []StepConfig, defaults Defaults) (*Pi
 	if len(configs) == 0 {
 		return nil, errors.New("pipeline.steps: at least one step is required")
 	}
-	if err := checkAsyncBrokerFirst(configs); err != nil {
-		return nil, err
-	}
 	p := &Pipeline{}
 	for i, c := range configs {
 		plugin, ok := byType[c.Type]
 		if !ok {
-			_ = p.Close() // the steps built so far
 			return nil, fmt.Errorf("pipeline.steps[%d]: unknown step type: %s (known: %s)", i, c.Type, known)
 		}
 		step, err := plugin.New(withDefaults(c.Params, defaults))
 		if err != nil {
-			_ = p.Close()
 			return nil, fmt.Errorf("pipeline.steps[%d] (%s): %w", i, c.Type, err)
+		}
+		if _, first := step.(FirstStep); first && i > 0 {
+			return nil, fmt.Errorf("pipeline.steps[%d]: %s must be the first step", i, c.Type)
 		}
 		p.names = append(p.names, c.Type)
 		p.steps = append(p.steps, step)

@@ -1,14 +1,12 @@
 package steps
 
-import (
-	"context"
-	"net/http"
-)
+import "context"
 
 // RequestStore is implemented by a step that queues requests and keeps
 // their answers for a later fetch (async-broker). The service serves
-// GetRequest and DeleteRequest from the pipeline's store, and the REST
-// front asks it which requests it holds open.
+// GetRequest and DeleteRequest from the pipeline's store
+// (Pipeline.RequestStore), and the REST front registers
+// /v1/requests/{id} only when there is one.
 //
 // Methods are safe for concurrent use. Store failures come back as
 // answers (HTTP 500 with an error body), never as Go errors: what the
@@ -24,11 +22,6 @@ type RequestStore interface {
 	// Delete drops the stored result of request id for tenant: 204, also
 	// when there was none.
 	Delete(ctx context.Context, tenant, id string) Answer
-	// Holds reports whether the store's step may hold a request with these
-	// client headers open until its result arrives, possibly past the
-	// server's write timeout (async-broker's wait mode). Header keys may be
-	// canonical or lowercase.
-	Holds(header http.Header) bool
 }
 
 // Answer is a whole HTTP answer: status, content type and body (empty for

@@ -1,4 +1,4 @@
-package steps_test
+package asyncbroker_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/asyncbroker"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
 
@@ -30,7 +31,7 @@ const testQueue = "team-default-queue"
 type brokerEnv struct {
 	redis *steptest.Redis
 	rdb   *redis.Client
-	step  *steps.AsyncBroker
+	step  *asyncbroker.Broker
 }
 
 // baseParams mirror the reference's test step: poll wake-up, one route
@@ -68,17 +69,29 @@ func newBroker(t *testing.T, extra map[string]any, opts ...steptest.RedisOption)
 	return &brokerEnv{redis: r, rdb: r.Client(t), step: step}
 }
 
-// buildBroker builds the step through its plugin, closed when the test
-// ends.
-func buildBroker(t *testing.T, params map[string]any) (*steps.AsyncBroker, error) {
+// buildBroker builds the step through its plugin and starts it, as the
+// app's start does; it is stopped when the test ends.
+func buildBroker(t *testing.T, params map[string]any) (*asyncbroker.Broker, error) {
 	t.Helper()
-	s, err := steps.NewAsyncBrokerPlugin(discardLog()).New(params)
+	b, err := newStep(params)
 	if err != nil {
 		return nil, err
 	}
-	b := s.(*steps.AsyncBroker)
-	t.Cleanup(func() { _ = b.Close() })
+	if err := b.Start(t.Context()); err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
 	return b, nil
+}
+
+// newStep builds the step through its plugin, unstarted: what NewPipeline
+// does at startup, decoding and validating the params only.
+func newStep(params map[string]any) (*asyncbroker.Broker, error) {
+	s, err := asyncbroker.NewPlugin(discardLog()).New(params)
+	if err != nil {
+		return nil, err
+	}
+	return s.(*asyncbroker.Broker), nil
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -300,3 +313,14 @@ func (p *proxy) close() {
 
 // isDone reports whether err is steps.ErrDone.
 func isDone(err error) bool { return errors.Is(err, steps.ErrDone) }
+
+// noop is a step that does nothing: the steps after the broker in
+// pipeline tests.
+type noop struct{}
+
+func (noop) Execute(context.Context, *steps.RequestContext) error { return nil }
+
+// plugin registers noop as step type typ.
+func plugin(typ string) steps.Plugin {
+	return steps.Plugin{Type: typ, New: func(map[string]any) (steps.Step, error) { return noop{}, nil }}
+}

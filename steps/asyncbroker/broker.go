@@ -1,10 +1,9 @@
-package steps
+package asyncbroker
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -12,10 +11,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/coordinator-project/coordinator/steps"
 )
 
-// AsyncBrokerType is the async-broker step's config name.
-const AsyncBrokerType = "async-broker"
+// Type is the async-broker step's config name.
+const Type = "async-broker"
 
 // startupTimeout bounds the startup ping and notification probe.
 const startupTimeout = 5 * time.Second
@@ -24,8 +25,8 @@ const startupTimeout = 5 * time.Second
 // route matches them (model names come from clients).
 const maxUnroutedModels = 1024
 
-// AsyncBroker bridges the pipeline to the llm-d-async processor through
-// Redis (compat §7.7). A request opts in with the mode header:
+// Broker bridges the pipeline to the llm-d-async processor through Redis
+// (compat §7.7). A request opts in with the mode header:
 //
 //   - none: untouched, the pipeline goes on (the processor's own dispatches
 //     re-enter this way);
@@ -36,15 +37,19 @@ const maxUnroutedModels = 1024
 //   - wait: queued, and the client held until the result, the deadline
 //     (504) or the wait cap (202).
 //
-// Answers of the queued modes and every refusal (400, with the OpenAI
-// error envelope) end the pipeline. The step must be the first of the
-// pipeline (NewPipeline enforces it). It keeps the queued requests'
-// results for GetRequest and DeleteRequest (RequestStore) and holds a
-// Redis client until Close.
-type AsyncBroker struct {
-	p   asyncBrokerParams
+// Answers of the queued modes and every refusal (400) end the pipeline.
+// The step must run first (steps.FirstStep), holds wait-mode requests
+// open (steps.Holder) and keeps the queued requests' results for
+// GetRequest and DeleteRequest (steps.RequestStore). Its Redis client is
+// opened by Start and closed by Stop (steps.Starter, steps.Stopper): the
+// step serves requests only between the two.
+type Broker struct {
+	p    brokerParams
+	opts *redis.Options // from redis_url
+	log  *slog.Logger
+
+	// Set by Start.
 	rdb *redis.Client
-	log *slog.Logger
 	// notifier wakes waits on keyspace notifications; nil: polling only.
 	notifier *notifier
 
@@ -56,49 +61,47 @@ type AsyncBroker struct {
 
 	waitCap, fetchGrace        time.Duration
 	pollEvery, backupPollEvery time.Duration
+	// startupTimeout bounds Start's Redis calls (startupTimeout; tests
+	// shorten it).
+	startupTimeout time.Duration
 	// parked, when set (tests), runs each time a wait found no result and
 	// is about to block.
 	parked func()
 
 	// bg counts work that outlives Execute (quota releases).
-	bg        sync.WaitGroup
-	closeOnce sync.Once
-	closeErr  error
+	bg       sync.WaitGroup
+	stopOnce sync.Once
+	stopErr  error
 
 	unroutedMu sync.Mutex
 	unrouted   map[string]struct{}
 }
 
-// NewAsyncBrokerPlugin registers the async-broker step type. Building the
-// step connects to Redis: an unreachable server (5 s ping) fails startup.
-func NewAsyncBrokerPlugin(log *slog.Logger) Plugin {
+// NewPlugin registers the async-broker step type. Building the step only
+// decodes and validates its params; Start connects to Redis.
+func NewPlugin(log *slog.Logger) steps.Plugin {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return Plugin{Type: AsyncBrokerType, New: func(raw map[string]any) (Step, error) {
-		p, err := decodeAsyncBrokerParams(raw)
+	return steps.Plugin{Type: Type, New: func(raw map[string]any) (steps.Step, error) {
+		p, err := decodeParams(raw)
 		if err != nil {
 			return nil, err
 		}
-		return newAsyncBroker(p, log)
+		return newBroker(p, log)
 	}}
 }
 
-func newAsyncBroker(p asyncBrokerParams, log *slog.Logger) (*AsyncBroker, error) {
+// newBroker builds the step for p, which decodeParams validated. It starts
+// nothing.
+func newBroker(p brokerParams, log *slog.Logger) (*Broker, error) {
 	opts, err := redis.ParseURL(p.RedisURL)
 	if err != nil {
 		return nil, fmt.Errorf("redis_url: %w", err)
 	}
-	rdb := redis.NewClient(opts)
-	ctx, stop := context.WithTimeout(context.Background(), startupTimeout)
-	defer stop()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		_ = rdb.Close()
-		return nil, fmt.Errorf("redis_url: redis at %s unreachable: %w", opts.Addr, err)
-	}
-	b := &AsyncBroker{
+	b := &Broker{
 		p:               p,
-		rdb:             rdb,
+		opts:            opts,
 		log:             log,
 		modeHeader:      strings.ToLower(p.ModeHeader),
 		tenantHeader:    strings.ToLower(p.TenantHeader),
@@ -109,25 +112,87 @@ func newAsyncBroker(p asyncBrokerParams, log *slog.Logger) (*AsyncBroker, error)
 		fetchGrace:      time.Duration(p.FetchGraceSeconds) * time.Second,
 		pollEvery:       pollInterval,
 		backupPollEvery: backupPollInterval,
+		startupTimeout:  startupTimeout,
 		unrouted:        make(map[string]struct{}),
 	}
 	for _, h := range p.ForwardHeaders {
 		b.forward = append(b.forward, [2]string{h, strings.ToLower(h)})
 	}
-	switch {
-	case p.WakeupMode == wakeupNotify:
-		b.notifier = newNotifier(rdb, opts.DB)
-	case p.WakeupMode == wakeupAuto && notificationsEnabled(ctx, rdb):
-		b.notifier = newNotifier(rdb, opts.DB)
-		log.Info("async-broker: waits wake up on keyspace notifications", "redis", opts.Addr)
-	case p.WakeupMode == wakeupAuto:
-		log.Info("async-broker: redis keyspace notifications are off (notify-keyspace-events needs K and l), waits poll", "redis", opts.Addr)
-	}
 	return b, nil
 }
 
+// Start implements steps.Starter: it opens the Redis client and pings the
+// server, then picks the wait wake-up (wakeup_mode auto probes the
+// server's notify-keyspace-events). A server that does not answer within
+// 5 s (or ctx) fails the start: the coordinator does not come up with a
+// broker that cannot queue.
+func (b *Broker) Start(ctx context.Context) error {
+	ctx, stop := context.WithTimeout(ctx, b.startupTimeout)
+	defer stop()
+	rdb := redis.NewClient(b.opts)
+	if err := ping(ctx, rdb); err != nil {
+		_ = rdb.Close()
+		return fmt.Errorf("redis_url: redis at %s unreachable: %w", b.opts.Addr, err)
+	}
+	b.rdb = rdb
+	switch {
+	case b.p.WakeupMode == wakeupNotify:
+		b.notifier = newNotifier(rdb, b.opts.DB)
+	case b.p.WakeupMode == wakeupAuto && notificationsEnabled(ctx, rdb):
+		b.notifier = newNotifier(rdb, b.opts.DB)
+		b.log.Info("async-broker: waits wake up on keyspace notifications", "redis", b.opts.Addr)
+	case b.p.WakeupMode == wakeupAuto:
+		b.log.Info("async-broker: redis keyspace notifications are off (notify-keyspace-events needs K and l), waits poll", "redis", b.opts.Addr)
+	}
+	return nil
+}
+
+// ping is rdb's PING bounded by ctx. go-redis bounds its reads by
+// read_timeout, not by the context, and retries: a server that accepts
+// and never answers would hold the start for several read timeouts, so on
+// ctx's end the client is closed, which ends the PING at once.
+func ping(ctx context.Context, rdb *redis.Client) error {
+	done := make(chan error, 1)
+	go func() { done <- rdb.Ping(ctx).Err() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		_ = rdb.Close()
+		<-done
+		return context.Cause(ctx)
+	}
+}
+
+// Stop implements steps.Stopper: it ends the notification subscription,
+// waits for the quota releases of ended requests (until ctx ends), and
+// closes the Redis client. Call it after the last request ended; later
+// calls return the first's result. Stopping a step that did not start
+// does nothing.
+func (b *Broker) Stop(ctx context.Context) error {
+	b.stopOnce.Do(func() {
+		if b.rdb == nil {
+			return
+		}
+		var errs []error
+		if b.notifier != nil {
+			errs = append(errs, b.notifier.close())
+		}
+		released := make(chan struct{})
+		go func() { b.bg.Wait(); close(released) }()
+		select {
+		case <-released:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("quota releases: %w", context.Cause(ctx)))
+		}
+		errs = append(errs, b.rdb.Close())
+		b.stopErr = errors.Join(errs...)
+	})
+	return b.stopErr
+}
+
 // Execute implements Step.
-func (b *AsyncBroker) Execute(ctx context.Context, rc *RequestContext) error {
+func (b *Broker) Execute(ctx context.Context, rc *steps.RequestContext) error {
 	raw := headerValue(rc.Header, b.modeHeader)
 	if raw == "" {
 		return nil
@@ -164,7 +229,7 @@ func (b *AsyncBroker) Execute(ctx context.Context, rc *RequestContext) error {
 // (the request's end, or its client's cancel, even after the pipeline
 // returned) and stamps the identity headers every leg forwards: the
 // client's own objective and fairness headers are replaced, never trusted.
-func (b *AsyncBroker) passthrough(ctx context.Context, rc *RequestContext, tenant string) {
+func (b *Broker) passthrough(ctx context.Context, rc *steps.RequestContext, tenant string) {
 	class, release := b.classify(ctx, tenant)
 	if release != nil {
 		b.bg.Add(1)
@@ -194,7 +259,7 @@ func (b *AsyncBroker) passthrough(ctx context.Context, rc *RequestContext, tenan
 // enqueue submits the request to its routed queue, then answers 202
 // (enqueue) or holds the client (wait). The 202 goes out only once Redis
 // has the envelope; a failed submission is a 503.
-func (b *AsyncBroker) enqueue(ctx context.Context, rc *RequestContext, mode, tenant string) error {
+func (b *Broker) enqueue(ctx context.Context, rc *steps.RequestContext, mode, tenant string) error {
 	deadline := b.p.deadline(mode, headerValue(rc.Header, b.timeoutHeader))
 	queue, _ := b.route(ctx, rc.Model, tenant)
 	now := time.Now()
@@ -230,17 +295,17 @@ func (b *AsyncBroker) enqueue(ctx context.Context, rc *RequestContext, mode, ten
 }
 
 // answer writes a to the client and ends the pipeline.
-func (b *AsyncBroker) answer(rc *RequestContext, a Answer) error {
+func (b *Broker) answer(rc *steps.RequestContext, a steps.Answer) error {
 	if err := rc.Sink.Response(a.Status, a.ContentType, a.Body); err != nil {
 		return fmt.Errorf("async-broker: %w", err)
 	}
-	return ErrDone
+	return steps.ErrDone
 }
 
 // route resolves the request's queue and tier. Falling through to the
 // defaults is legitimate but often a typo: the first time per model it
 // logs at info, then at debug.
-func (b *AsyncBroker) route(ctx context.Context, model, tenant string) (queue, tier string) {
+func (b *Broker) route(ctx context.Context, model, tenant string) (queue, tier string) {
 	queue, tier, matched := b.p.route(model, tenant)
 	if !matched {
 		level := slog.LevelDebug
@@ -255,7 +320,7 @@ func (b *AsyncBroker) route(ctx context.Context, model, tenant string) (queue, t
 
 // firstUnrouted records model and reports whether it is new and fits the
 // capped set.
-func (b *AsyncBroker) firstUnrouted(model string) bool {
+func (b *Broker) firstUnrouted(model string) bool {
 	b.unroutedMu.Lock()
 	defer b.unroutedMu.Unlock()
 	if _, seen := b.unrouted[model]; seen || len(b.unrouted) >= maxUnroutedModels {
@@ -265,26 +330,14 @@ func (b *AsyncBroker) firstUnrouted(model string) bool {
 	return true
 }
 
-// Holds implements RequestStore: requests in wait mode are held open.
-func (b *AsyncBroker) Holds(header http.Header) bool {
-	return strings.EqualFold(headerValue(header, b.modeHeader), modeWait)
-}
+// RunsFirst implements steps.FirstStep: the mode header decides whether
+// the other steps run at all. The reference only documents this; the
+// coordinator enforces it.
+func (*Broker) RunsFirst() {}
 
-// Close implements io.Closer: it ends the notification subscription,
-// waits for the quota releases of ended requests, and closes the Redis
-// client. Call it after the last request ended; later calls return the
-// first's result.
-func (b *AsyncBroker) Close() error {
-	b.closeOnce.Do(func() {
-		var errs []error
-		if b.notifier != nil {
-			errs = append(errs, b.notifier.close())
-		}
-		b.bg.Wait()
-		errs = append(errs, b.rdb.Close())
-		b.closeErr = errors.Join(errs...)
-	})
-	return b.closeErr
+// Holds implements steps.Holder: requests in wait mode are held open.
+func (b *Broker) Holds(header http.Header) bool {
+	return strings.EqualFold(headerValue(header, b.modeHeader), modeWait)
 }
 
 // headerValue reads header name (lowercase) from h, whose keys may be
@@ -302,21 +355,12 @@ func deleteHeader(h http.Header, name string) {
 	h.Del(name)
 }
 
-// checkAsyncBrokerFirst fails unless async-broker, when configured, is the
-// first step: its mode header decides whether the other steps run at all.
-// The reference only documents this; the coordinator enforces it.
-func checkAsyncBrokerFirst(configs []StepConfig) error {
-	for i, c := range configs {
-		if c.Type == AsyncBrokerType && i > 0 {
-			return fmt.Errorf("pipeline.steps[%d]: %s must be the first step", i, AsyncBrokerType)
-		}
-	}
-	return nil
-}
-
 // Interface guards.
 var (
-	_ Step         = (*AsyncBroker)(nil)
-	_ RequestStore = (*AsyncBroker)(nil)
-	_ io.Closer    = (*AsyncBroker)(nil)
+	_ steps.Step         = (*Broker)(nil)
+	_ steps.FirstStep    = (*Broker)(nil)
+	_ steps.Starter      = (*Broker)(nil)
+	_ steps.Stopper      = (*Broker)(nil)
+	_ steps.Holder       = (*Broker)(nil)
+	_ steps.RequestStore = (*Broker)(nil)
 )

@@ -1,4 +1,4 @@
-package steps
+package asyncbroker
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 // contentTypeJSON is the content type of every async-broker answer.
@@ -41,7 +42,7 @@ const (
 // errorAnswer is the async-broker's OpenAI error envelope:
 // {"error":{"message":...,"type":...,"code":...}} (compat §7.7; the code is
 // a string here, unlike the service's own errors).
-func errorAnswer(status int, errType, code, message string) Answer {
+func errorAnswer(status int, errType, code, message string) steps.Answer {
 	b := append([]byte(nil), `{"error":{"message":`...)
 	b = jsonbody.AppendString(b, message)
 	b = append(b, `,"type":`...)
@@ -49,30 +50,30 @@ func errorAnswer(status int, errType, code, message string) Answer {
 	b = append(b, `,"code":`...)
 	b = jsonbody.AppendString(b, code)
 	b = append(b, "}}"...)
-	return Answer{Status: status, ContentType: contentTypeJSON, Body: b}
+	return steps.Answer{Status: status, ContentType: contentTypeJSON, Body: b}
 }
 
 // invalidAnswer is a 400 for a request the broker refuses.
-func invalidAnswer(message string) Answer {
+func invalidAnswer(message string) steps.Answer {
 	return errorAnswer(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, message)
 }
 
 // pendingAnswer is 202 {"id":"<id>","status":"pending"}.
-func pendingAnswer(id string) Answer {
+func pendingAnswer(id string) steps.Answer {
 	b := append([]byte(nil), `{"id":`...)
 	b = jsonbody.AppendString(b, id)
 	b = append(b, `,"status":"pending"}`...)
-	return Answer{Status: http.StatusAccepted, ContentType: contentTypeJSON, Body: b}
+	return steps.Answer{Status: http.StatusAccepted, ContentType: contentTypeJSON, Body: b}
 }
 
 // unknownAnswer is the 410 of an id that is unknown, expired, deleted or
 // another tenant's (they look alike on purpose).
-func unknownAnswer() Answer {
+func unknownAnswer() steps.Answer {
 	return errorAnswer(http.StatusGone, typeInvalidRequest, codeUnknownRequest, "request id is unknown, expired, or already deleted")
 }
 
 // deadlineAnswer is the 504 of a wait whose deadline passed with no result.
-func deadlineAnswer() Answer {
+func deadlineAnswer() steps.Answer {
 	return errorAnswer(http.StatusGatewayTimeout, typeTimeout, codeDeadlineExceeded, "request deadline exceeded before a result was produced")
 }
 
@@ -91,17 +92,17 @@ type resultMessage struct {
 // result's status with its payload verbatim, else the error code's status
 // with the error envelope. A status outside 200..599 (which the HTTP
 // server cannot send) is a malformed result: 502.
-func resultAnswer(stored []byte) (Answer, error) {
+func resultAnswer(stored []byte) (steps.Answer, error) {
 	var r resultMessage
 	if err := json.Unmarshal(stored, &r); err != nil {
-		return Answer{}, fmt.Errorf("decode stored result: %w", err)
+		return steps.Answer{}, fmt.Errorf("decode stored result: %w", err)
 	}
 	if r.StatusCode != 0 {
 		if r.StatusCode < 200 || r.StatusCode > 599 {
 			return errorAnswer(http.StatusBadGateway, typeAPI, codeMalformedResult,
 				fmt.Sprintf("stored result has invalid status_code %d", r.StatusCode)), nil
 		}
-		return Answer{Status: r.StatusCode, ContentType: contentTypeJSON, Body: []byte(r.Payload)}, nil
+		return steps.Answer{Status: r.StatusCode, ContentType: contentTypeJSON, Body: []byte(r.Payload)}, nil
 	}
 	switch r.ErrorCode {
 	case codeGateDropped:

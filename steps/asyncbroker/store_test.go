@@ -1,4 +1,4 @@
-package steps_test
+package asyncbroker_test
 
 import (
 	"net/http"
@@ -11,7 +11,7 @@ import (
 
 const unknownBody = `{"error":{"message":"request id is unknown, expired, or already deleted","type":"invalid_request_error","code":"UNKNOWN_REQUEST"}}`
 
-func TestAsyncBrokerLookupAndDelete(t *testing.T) {
+func TestLookupAndDelete(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, nil)
 	ctx := t.Context()
@@ -64,7 +64,7 @@ func TestAsyncBrokerLookupAndDelete(t *testing.T) {
 	assert.Equal(t, http.StatusCreated, env.step.Lookup(ctx, "", "d-id").Status)
 }
 
-func TestAsyncBrokerStoredResults(t *testing.T) {
+func TestStoredResults(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, nil)
 	tests := []struct {
@@ -109,7 +109,7 @@ func TestAsyncBrokerStoredResults(t *testing.T) {
 	}
 }
 
-func TestAsyncBrokerFetchGrace(t *testing.T) {
+func TestFetchGrace(t *testing.T) {
 	t.Parallel()
 	seed := func(t *testing.T, env *brokerEnv) string {
 		t.Helper()

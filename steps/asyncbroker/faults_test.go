@@ -1,4 +1,4 @@
-package steps_test
+package asyncbroker_test
 
 import (
 	"context"
@@ -20,7 +20,7 @@ const enqueueFailedBody = `{"error":{"message":"request could not be queued: bro
 
 // Redis goes away after startup: passthrough fails open, the queued modes
 // answer 503, fetch and delete 500; once Redis is back, all works again.
-func TestAsyncBrokerRedisDown(t *testing.T) {
+func TestRedisDown(t *testing.T) {
 	t.Parallel()
 	r := steptest.StartRedis(t)
 	// No command retries: each call against the stopped server fails after
@@ -68,7 +68,7 @@ func TestAsyncBrokerRedisDown(t *testing.T) {
 
 // The connection to Redis is cut while enqueues are in flight: whatever
 // was answered 202 is in the queue; the rest were answered 503.
-func TestAsyncBrokerNothingAcknowledgedIsLost(t *testing.T) {
+func TestNothingAcknowledgedIsLost(t *testing.T) {
 	t.Parallel()
 	r := steptest.StartRedis(t)
 	rdb := r.Client(t)
