@@ -110,10 +110,11 @@ type Timing struct {
 }
 
 // Run executes the steps in order until one answers the client (ErrDone),
-// fails, or the list ends. It returns nil on success and the step's error,
-// wrapped with its name, otherwise. It appends one Timing per configured
-// step to rc.Timings as it goes (steps not reached: OutcomeSkipped, at the
-// end), and traces each step as a span of ctx's.
+// refuses the request (a *Refusal), fails, or the list ends. It returns
+// nil on success and the step's error (a refusal included), wrapped with
+// its name, otherwise. It appends one Timing per configured step to
+// rc.Timings as it goes (a refusal counts as an answer; steps not reached:
+// OutcomeSkipped, at the end), and traces each step as a span of ctx's.
 func (p *Pipeline) Run(ctx context.Context, rc *RequestContext) error {
 	for i, step := range p.steps {
 		if err := ctx.Err(); err != nil {
@@ -124,9 +125,10 @@ func (p *Pipeline) Run(ctx context.Context, rc *RequestContext) error {
 		start := time.Now()
 		err := step.Execute(stepCtx, rc)
 		t := Timing{Step: p.names[i], Duration: time.Since(start), Outcome: OutcomeOK}
+		refused := errors.As(err, new(*Refusal))
 		switch {
 		case err == nil:
-		case errors.Is(err, ErrDone):
+		case errors.Is(err, ErrDone) || refused:
 			if i < len(p.steps)-1 {
 				t.Outcome = OutcomeDoneEarly
 			}
@@ -137,11 +139,14 @@ func (p *Pipeline) Run(ctx context.Context, rc *RequestContext) error {
 		span.SetAttributes(attribute.String("coordinator.step.outcome", string(t.Outcome)))
 		span.End()
 		rc.Timings = append(rc.Timings, t)
-		switch t.Outcome {
-		case OutcomeDoneEarly:
+		switch {
+		case refused:
+			p.skipFrom(i+1, rc)
+			return fmt.Errorf("step %q: %w", p.names[i], err)
+		case t.Outcome == OutcomeDoneEarly:
 			p.skipFrom(i+1, rc)
 			return nil
-		case OutcomeError:
+		case t.Outcome == OutcomeError:
 			p.skipFrom(i+1, rc)
 			return fmt.Errorf("step %q: %w", p.names[i], err)
 		}

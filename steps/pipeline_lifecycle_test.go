@@ -152,3 +152,31 @@ func (memStore) Lookup(context.Context, string, string) steps.Answer {
 func (memStore) Delete(context.Context, string, string) steps.Answer {
 	return steps.Answer{Status: http.StatusNoContent}
 }
+
+func TestPipelineStopsAtARefusal(t *testing.T) {
+	t.Parallel()
+	for _, last := range []bool{false, true} {
+		var log []string
+		refusal := &steps.Refusal{Status: 400, Type: "invalid_request_error", Code: "INVALID_REQUEST", Message: "no"}
+		plugins := []steps.Plugin{plugin("first", &log, refusal, nil), plugin("second", &log, nil, nil)}
+		configs := []steps.StepConfig{{Type: "first"}, {Type: "second"}}
+		want := []steps.Outcome{steps.OutcomeDoneEarly, steps.OutcomeSkipped}
+		if last {
+			configs, want = configs[:1], []steps.Outcome{steps.OutcomeOK}
+		}
+		p, err := steps.NewPipeline(plugins, configs, steps.Defaults{})
+		require.NoError(t, err)
+		rc := &steps.RequestContext{}
+		err = p.Run(context.Background(), rc)
+		var got *steps.Refusal
+		require.ErrorAs(t, err, &got, "the refusal reaches the service")
+		assert.Same(t, refusal, got)
+		assert.Contains(t, err.Error(), `step "first"`)
+		assert.Equal(t, []string{"first"}, log)
+		outcomes := make([]steps.Outcome, len(rc.Timings))
+		for i, tm := range rc.Timings {
+			outcomes[i] = tm.Outcome
+		}
+		assert.Equal(t, want, outcomes, "a refusal is an answer, not a failure, in the timings (last: %v)", last)
+	}
+}

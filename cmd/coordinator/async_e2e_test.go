@@ -279,9 +279,30 @@ func TestAsyncRefusalsREST(t *testing.T) {
 	body := readAll(t, resp.Body)
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	assert.JSONEq(t, `{"error":{"message":"unknown X-AP-Mode value","type":"invalid_request_error","code":"INVALID_REQUEST"}}`, body)
+	assert.Equal(t, refusalBody, body, "byte for byte")
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 
 	resp = st.post(t, "/v1/chat/completions", asyncChat, nil)
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "no mode header: served by decode")
+}
+
+const refusalBody = `{"error":{"message":"unknown X-AP-Mode value","type":"invalid_request_error","code":"INVALID_REQUEST"}}`
+
+// Over gRPC a refusal is an answer: OK, with the refusal's status and the
+// OpenAI error object, as the REST front relays it.
+func TestAsyncRefusalsGRPC(t *testing.T) {
+	t.Parallel()
+	st, _ := startBrokerStack(t, nil)
+	client := coordinatorv1.NewCoordinatorServiceClient(st.conn)
+	resp, err := client.Generate(metadata.AppendToOutgoingContext(context.Background(), "x-ap-mode", "sideways"), &coordinatorv1.GenerateRequest{
+		Input: &coordinatorv1.GenerateRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{
+			Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: []byte(asyncChat),
+		}},
+	})
+	require.NoError(t, err)
+	assert.EqualValues(t, http.StatusBadRequest, resp.GetOpenai().GetStatusCode())
+	assert.Equal(t, "application/json", resp.GetOpenai().GetContentType())
+	assert.Equal(t, refusalBody, string(resp.GetOpenai().GetJson()))
 }
 
 func TestAsyncRequestsWithoutBroker(t *testing.T) {

@@ -9,14 +9,15 @@ import (
 	"github.com/coordinator-project/coordinator/steps"
 )
 
-// contentTypeJSON is the content type of every async-broker answer.
+// contentTypeJSON is the content type of the broker's pending answers and
+// stored results.
 const contentTypeJSON = "application/json"
 
 // statusClientClosed is nginx's 499 Client Closed Request: the answer to a
 // request its client cancelled before dispatch.
 const statusClientClosed = 499
 
-// The error codes of async-broker answers (the async processor's result
+// The error codes of async-broker refusals (the async processor's result
 // codes and the broker's own).
 const (
 	codeInvalidRequest   = "INVALID_REQUEST"
@@ -30,7 +31,7 @@ const (
 	codeMalformedResult  = "MALFORMED_RESULT"
 )
 
-// The OpenAI error types of async-broker answers.
+// The OpenAI error types of async-broker refusals.
 const (
 	typeInvalidRequest = "invalid_request_error"
 	typeAPI            = "api_error"
@@ -39,23 +40,45 @@ const (
 	typeCancelled      = "cancelled"
 )
 
-// errorAnswer is the async-broker's OpenAI error envelope:
-// {"error":{"message":...,"type":...,"code":...}} (compat §7.7; the code is
-// a string here, unlike the service's own errors).
-func errorAnswer(status int, errType, code, message string) steps.Answer {
-	b := append([]byte(nil), `{"error":{"message":`...)
-	b = jsonbody.AppendString(b, message)
-	b = append(b, `,"type":`...)
-	b = jsonbody.AppendString(b, errType)
-	b = append(b, `,"code":`...)
-	b = jsonbody.AppendString(b, code)
-	b = append(b, "}}"...)
-	return steps.Answer{Status: status, ContentType: contentTypeJSON, Body: b}
+// refusal is one of the broker's error answers (compat §7.7: a message,
+// an OpenAI type and a string code); the service frames it.
+func refusal(status int, errType, code, message string) *steps.Refusal {
+	return &steps.Refusal{Status: status, Type: errType, Code: code, Message: message}
 }
 
-// invalidAnswer is a 400 for a request the broker refuses.
-func invalidAnswer(message string) steps.Answer {
-	return errorAnswer(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, message)
+// refused is the answer that is r.
+func refused(r *steps.Refusal) steps.Answer { return steps.Answer{Status: r.Status, Refusal: r} }
+
+// invalid is the 400 of a request the broker refuses.
+func invalid(message string) *steps.Refusal {
+	return refusal(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, message)
+}
+
+// enqueueFailed is the 503 of a request Redis did not take.
+func enqueueFailed() *steps.Refusal {
+	return refusal(http.StatusServiceUnavailable, typeAPI, codeEnqueueFailed, "request could not be queued: broker unavailable")
+}
+
+// unknownRequest is the 410 of an id that is unknown, expired, deleted or
+// another tenant's (they look alike on purpose).
+func unknownRequest() *steps.Refusal {
+	return refusal(http.StatusGone, typeInvalidRequest, codeUnknownRequest, "request id is unknown, expired, or already deleted")
+}
+
+// deadlineExceeded is the 504 of a wait whose deadline passed with no
+// result.
+func deadlineExceeded() *steps.Refusal {
+	return refusal(http.StatusGatewayTimeout, typeTimeout, codeDeadlineExceeded, "request deadline exceeded before a result was produced")
+}
+
+// lookupFailed is the 500 of a fetch Redis did not answer.
+func lookupFailed() *steps.Refusal {
+	return refusal(http.StatusInternalServerError, typeAPI, codeLookupFailed, "result lookup failed")
+}
+
+// deleteFailed is the 500 of a delete Redis did not answer.
+func deleteFailed() *steps.Refusal {
+	return refusal(http.StatusInternalServerError, typeAPI, codeDeleteFailed, "result delete failed")
 }
 
 // pendingAnswer is 202 {"id":"<id>","status":"pending"}.
@@ -64,17 +87,6 @@ func pendingAnswer(id string) steps.Answer {
 	b = jsonbody.AppendString(b, id)
 	b = append(b, `,"status":"pending"}`...)
 	return steps.Answer{Status: http.StatusAccepted, ContentType: contentTypeJSON, Body: b}
-}
-
-// unknownAnswer is the 410 of an id that is unknown, expired, deleted or
-// another tenant's (they look alike on purpose).
-func unknownAnswer() steps.Answer {
-	return errorAnswer(http.StatusGone, typeInvalidRequest, codeUnknownRequest, "request id is unknown, expired, or already deleted")
-}
-
-// deadlineAnswer is the 504 of a wait whose deadline passed with no result.
-func deadlineAnswer() steps.Answer {
-	return errorAnswer(http.StatusGatewayTimeout, typeTimeout, codeDeadlineExceeded, "request deadline exceeded before a result was produced")
 }
 
 // resultMessage is what the async processor stores in a mailbox
@@ -89,9 +101,9 @@ type resultMessage struct {
 }
 
 // resultAnswer decodes a stored result into the client's answer: an HTTP
-// result's status with its payload verbatim, else the error code's status
-// with the error envelope. A status outside 200..599 (which the HTTP
-// server cannot send) is a malformed result: 502.
+// result's status with its payload verbatim, else a refusal with the
+// error code's status. A status outside 200..599 (which the HTTP server
+// cannot send) is a malformed result: 502.
 func resultAnswer(stored []byte) (steps.Answer, error) {
 	var r resultMessage
 	if err := json.Unmarshal(stored, &r); err != nil {
@@ -99,21 +111,21 @@ func resultAnswer(stored []byte) (steps.Answer, error) {
 	}
 	if r.StatusCode != 0 {
 		if r.StatusCode < 200 || r.StatusCode > 599 {
-			return errorAnswer(http.StatusBadGateway, typeAPI, codeMalformedResult,
-				fmt.Sprintf("stored result has invalid status_code %d", r.StatusCode)), nil
+			return refused(refusal(http.StatusBadGateway, typeAPI, codeMalformedResult,
+				fmt.Sprintf("stored result has invalid status_code %d", r.StatusCode))), nil
 		}
 		return steps.Answer{Status: r.StatusCode, ContentType: contentTypeJSON, Body: []byte(r.Payload)}, nil
 	}
 	switch r.ErrorCode {
 	case codeGateDropped:
-		return errorAnswer(http.StatusTooManyRequests, typeRateLimit, r.ErrorCode, r.ErrorMessage), nil
+		return refused(refusal(http.StatusTooManyRequests, typeRateLimit, r.ErrorCode, r.ErrorMessage)), nil
 	case codeDeadlineExceeded:
-		return errorAnswer(http.StatusGatewayTimeout, typeTimeout, r.ErrorCode, r.ErrorMessage), nil
+		return refused(refusal(http.StatusGatewayTimeout, typeTimeout, r.ErrorCode, r.ErrorMessage)), nil
 	case codeInvalidRequest:
-		return errorAnswer(http.StatusBadRequest, typeInvalidRequest, r.ErrorCode, r.ErrorMessage), nil
+		return refused(refusal(http.StatusBadRequest, typeInvalidRequest, r.ErrorCode, r.ErrorMessage)), nil
 	case codeCancelled:
-		return errorAnswer(statusClientClosed, typeCancelled, r.ErrorCode, r.ErrorMessage), nil
+		return refused(refusal(statusClientClosed, typeCancelled, r.ErrorCode, r.ErrorMessage)), nil
 	default:
-		return errorAnswer(http.StatusBadGateway, typeAPI, r.ErrorCode, r.ErrorMessage), nil
+		return refused(refusal(http.StatusBadGateway, typeAPI, r.ErrorCode, r.ErrorMessage)), nil
 	}
 }

@@ -37,7 +37,8 @@ const maxUnroutedModels = 1024
 //   - wait: queued, and the client held until the result, the deadline
 //     (504) or the wait cap (202).
 //
-// Answers of the queued modes and every refusal (400) end the pipeline.
+// Answers of the queued modes and every refusal (a *steps.Refusal, which
+// the service frames) end the pipeline.
 // The step must run first (steps.FirstStep), holds wait-mode requests
 // open (steps.Holder) and keeps the queued requests' results for
 // GetRequest and DeleteRequest (steps.RequestStore). Its Redis client is
@@ -201,13 +202,13 @@ func (b *Broker) Execute(ctx context.Context, rc *steps.RequestContext) error {
 	switch mode {
 	case modePassthrough, modeEnqueue, modeWait:
 	default:
-		return b.answer(rc, invalidAnswer(fmt.Sprintf("unknown %s value", b.p.ModeHeader)))
+		return invalid(fmt.Sprintf("unknown %s value", b.p.ModeHeader))
 	}
 	if rc.Stream && mode != modePassthrough {
-		return b.answer(rc, invalidAnswer("stream is only supported in passthrough mode"))
+		return invalid("stream is only supported in passthrough mode")
 	}
 	if rc.Model == "" {
-		return b.answer(rc, invalidAnswer("model is required"))
+		return invalid("model is required")
 	}
 	// Keys join tenant and id with ":"; ids cannot hold one, tenants must
 	// not either, or one tenant's keys could alias another's.
@@ -216,7 +217,7 @@ func (b *Broker) Execute(ctx context.Context, rc *steps.RequestContext) error {
 		tenant = defaultTenant
 	}
 	if strings.Contains(tenant, ":") {
-		return b.answer(rc, invalidAnswer(fmt.Sprintf("%s must not contain %q", b.p.TenantHeader, ":")))
+		return invalid(fmt.Sprintf("%s must not contain %q", b.p.TenantHeader, ":"))
 	}
 	if mode == modePassthrough {
 		b.passthrough(ctx, rc, tenant)
@@ -258,7 +259,7 @@ func (b *Broker) passthrough(ctx context.Context, rc *steps.RequestContext, tena
 
 // enqueue submits the request to its routed queue, then answers 202
 // (enqueue) or holds the client (wait). The 202 goes out only once Redis
-// has the envelope; a failed submission is a 503.
+// has the envelope; a failed submission is refused with a 503.
 func (b *Broker) enqueue(ctx context.Context, rc *steps.RequestContext, mode, tenant string) error {
 	deadline := b.p.deadline(mode, headerValue(rc.Header, b.timeoutHeader))
 	queue, _ := b.route(ctx, rc.Model, tenant)
@@ -286,7 +287,7 @@ func (b *Broker) enqueue(ctx context.Context, rc *steps.RequestContext, mode, te
 	}
 	if err := b.submit(ctx, s); err != nil {
 		b.log.WarnContext(ctx, "async-broker: enqueue", "request_id", rc.RequestID, "tenant", tenant, "queue", queue, "error", err)
-		return b.answer(rc, errorAnswer(http.StatusServiceUnavailable, typeAPI, codeEnqueueFailed, "request could not be queued: broker unavailable"))
+		return enqueueFailed()
 	}
 	if mode == modeEnqueue {
 		return b.answer(rc, pendingAnswer(rc.RequestID))
@@ -294,8 +295,12 @@ func (b *Broker) enqueue(ctx context.Context, rc *steps.RequestContext, mode, te
 	return b.wait(ctx, rc, tenant, deadline)
 }
 
-// answer writes a to the client and ends the pipeline.
+// answer ends the pipeline with a: a body written to the client, or a
+// refusal returned for the service to write.
 func (b *Broker) answer(rc *steps.RequestContext, a steps.Answer) error {
+	if a.Refusal != nil {
+		return a.Refusal
+	}
 	if err := rc.Sink.Response(a.Status, a.ContentType, a.Body); err != nil {
 		return fmt.Errorf("async-broker: %w", err)
 	}

@@ -57,12 +57,11 @@ func TestRejections(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			rc, sink := brokerRequest(t, tt.body, tt.header)
-			err := env.step.Execute(t.Context(), rc)
-			require.ErrorIs(t, err, steps.ErrDone)
-			assert.Equal(t, http.StatusBadRequest, sink.Status)
-			assert.Equal(t, "application/json", sink.ContentType)
+			r := refusalOf(t, env.step.Execute(t.Context(), rc))
+			assert.Equal(t, http.StatusBadRequest, r.Status)
 			want := fmt.Sprintf(`{"error":{"message":%q,"type":"invalid_request_error","code":"INVALID_REQUEST"}}`, tt.message)
-			assert.JSONEq(t, want, string(sink.Body))
+			assert.JSONEq(t, want, refusalJSON(t, r))
+			assert.Zero(t, sink.Status, "the service writes the refusal")
 		})
 	}
 	t.Cleanup(func() {

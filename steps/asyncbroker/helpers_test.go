@@ -311,6 +311,40 @@ func (p *proxy) close() {
 	p.wg.Wait()
 }
 
+// refusalOf returns the refusal err carries; the test fails without one.
+func refusalOf(t *testing.T, err error) *steps.Refusal {
+	t.Helper()
+	var r *steps.Refusal
+	require.ErrorAs(t, err, &r, "a refusal")
+	return r
+}
+
+// refusalJSON is r as the OpenAI error object the service frames it to,
+// field for field (the exact bytes are service/apierror's to test):
+// {"error":{"message","type","code"}}.
+func refusalJSON(t *testing.T, r *steps.Refusal) string {
+	t.Helper()
+	type object struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+	}
+	b, err := json.Marshal(map[string]object{"error": {Message: r.Message, Type: r.Type, Code: r.Code}})
+	require.NoError(t, err)
+	return string(b)
+}
+
+// answerBody is a's body, or its refusal as refusalJSON.
+func answerBody(t *testing.T, a steps.Answer) string {
+	t.Helper()
+	if a.Refusal != nil {
+		require.Equal(t, a.Refusal.Status, a.Status, "a refusal's answer has its status")
+		require.Empty(t, a.Body, "a refusal is framed by the service")
+		return refusalJSON(t, a.Refusal)
+	}
+	return string(a.Body)
+}
+
 // isDone reports whether err is steps.ErrDone.
 func isDone(err error) bool { return errors.Is(err, steps.ErrDone) }
 

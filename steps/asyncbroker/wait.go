@@ -72,20 +72,22 @@ func (b *Broker) wait(ctx context.Context, rc *steps.RequestContext, tenant stri
 	if a, found, _ := b.result(last, tenant, rc.RequestID); found {
 		return b.deliver(ctx, rc, tenant, a)
 	}
-	return b.answer(rc, deadlineAnswer())
+	return deadlineExceeded()
 }
 
 // deliver answers a held client with its result, then deletes the
 // mailbox: the held connection was the result's only consumer. A result
-// the sink refused stays fetchable.
+// the sink refused stays fetchable; a stored failure is returned to the
+// service (a refusal) once the mailbox is deleted.
 func (b *Broker) deliver(ctx context.Context, rc *steps.RequestContext, tenant string, a steps.Answer) error {
-	if err := b.answer(rc, a); !errors.Is(err, steps.ErrDone) {
-		return err
+	answered := b.answer(rc, a)
+	if a.Refusal == nil && !errors.Is(answered, steps.ErrDone) {
+		return answered
 	}
 	dctx, stop := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer stop()
 	if err := b.rdb.Del(dctx, resultKey(tenant, rc.RequestID)).Err(); err != nil {
 		b.log.WarnContext(ctx, "async-broker: delete delivered result", "request_id", rc.RequestID, "tenant", tenant, "error", err)
 	}
-	return steps.ErrDone
+	return answered
 }

@@ -96,10 +96,13 @@ func TestWaitDeliversErrorResult(t *testing.T) {
 	startProcessor(t, env.rdb, testQueue, func(envelope) result {
 		return result{Payload: `{"error":"Pool gating dropped request"}`, ErrorCode: "GATE_DROPPED", ErrorMessage: "Pool gating dropped request"}
 	})
-	rc, sink := brokerRequest(t, chatRequest, waitHeader)
-	require.ErrorIs(t, env.step.Execute(t.Context(), rc), steps.ErrDone)
-	assert.Equal(t, http.StatusTooManyRequests, sink.Status)
-	assert.JSONEq(t, `{"error":{"message":"Pool gating dropped request","type":"rate_limit_error","code":"GATE_DROPPED"}}`, string(sink.Body))
+	rc, _ := brokerRequest(t, chatRequest, waitHeader)
+	r := refusalOf(t, env.step.Execute(t.Context(), rc))
+	assert.Equal(t, http.StatusTooManyRequests, r.Status)
+	assert.JSONEq(t, `{"error":{"message":"Pool gating dropped request","type":"rate_limit_error","code":"GATE_DROPPED"}}`, refusalJSON(t, r))
+	n, err := env.rdb.Exists(t.Context(), "results:req:team-a:req-test-1").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "delivered on the held connection: the mailbox is gone")
 }
 
 func TestWaitCapFallsBackToPending(t *testing.T) {
@@ -122,13 +125,12 @@ func TestWaitCapFallsBackToPending(t *testing.T) {
 func TestWaitDeadlineAnswersTimeout(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, map[string]any{"timeouts": map[string]any{"wait": map[string]any{"default_seconds": 1}}})
-	rc, sink := brokerRequest(t, chatRequest, waitHeader)
+	rc, _ := brokerRequest(t, chatRequest, waitHeader)
 	start := time.Now()
-	require.ErrorIs(t, env.step.Execute(t.Context(), rc), steps.ErrDone)
+	r := refusalOf(t, env.step.Execute(t.Context(), rc))
 	assert.GreaterOrEqual(t, time.Since(start), time.Second)
-	assert.Equal(t, http.StatusGatewayTimeout, sink.Status)
-	assert.Equal(t, "application/json", sink.ContentType)
-	assert.JSONEq(t, `{"error":{"message":"request deadline exceeded before a result was produced","type":"timeout_error","code":"DEADLINE_EXCEEDED"}}`, string(sink.Body))
+	assert.Equal(t, http.StatusGatewayTimeout, r.Status)
+	assert.JSONEq(t, `{"error":{"message":"request deadline exceeded before a result was produced","type":"timeout_error","code":"DEADLINE_EXCEEDED"}}`, refusalJSON(t, r))
 }
 
 func TestWaitClientLeaves(t *testing.T) {
