@@ -1,3 +1,12 @@
+// Package asyncbroker is the async-broker step: it bridges the pipeline
+// to the llm-d-async processor through Redis (compat §7.7), queuing
+// requests, holding waiting clients and serving stored results.
+//
+// One concern per file: broker.go the step and its lifecycle, params.go
+// its config, redis.go the Redis data model and scripts, quota.go the
+// passthrough classification, wait.go the held clients, notify.go their
+// keyspace-notification wake-ups, store.go GetRequest/DeleteRequest,
+// answer.go its answers and refusals.
 package asyncbroker
 
 import (
@@ -39,6 +48,7 @@ const maxUnroutedModels = 1024
 //
 // Answers of the queued modes and every refusal (a *steps.Refusal, which
 // the service frames) end the pipeline.
+//
 // The step must run first (steps.FirstStep), holds wait-mode requests
 // open (steps.Holder) and keeps the queued requests' results for
 // GetRequest and DeleteRequest (steps.RequestStore). Its Redis client is

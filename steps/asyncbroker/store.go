@@ -7,13 +7,13 @@ import (
 	"github.com/coordinator-project/coordinator/steps"
 )
 
-// TenantHeader implements RequestStore.
+// TenantHeader implements steps.RequestStore.
 func (b *Broker) TenantHeader() string { return b.tenantHeader }
 
-// Lookup implements RequestStore: the stored result (after which the
-// mailbox lives fetch_grace_seconds more, or is deleted when that is 0),
-// else 202 while the request is active, else 410. A Redis failure is a 500
-// LOOKUP_FAILED.
+// Lookup implements steps.RequestStore: the stored result (after which
+// the mailbox lives fetch_grace_seconds more, or is deleted when that is
+// 0), else 202 while the request is active, else 410. A Redis failure is
+// a 500 LOOKUP_FAILED.
 func (b *Broker) Lookup(ctx context.Context, tenant, id string) steps.Answer {
 	if tenant == "" {
 		tenant = defaultTenant
@@ -56,8 +56,8 @@ func (b *Broker) afterFetch(ctx context.Context, tenant, id string) {
 	}
 }
 
-// Delete implements RequestStore: DEL of the mailbox, 204 even when it was
-// absent; a Redis failure is a 500 DELETE_FAILED.
+// Delete implements steps.RequestStore: DEL of the mailbox, 204 even when
+// it was absent; a Redis failure is a 500 DELETE_FAILED.
 func (b *Broker) Delete(ctx context.Context, tenant, id string) steps.Answer {
 	if tenant == "" {
 		tenant = defaultTenant
