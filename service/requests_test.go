@@ -27,7 +27,6 @@ type queuedStore struct {
 
 func (*queuedStore) Execute(context.Context, *steps.RequestContext) error { return nil }
 func (*queuedStore) TenantHeader() string                                 { return "x-team" }
-func (*queuedStore) Holds(http.Header) bool                               { return false }
 
 func (f *queuedStore) Lookup(_ context.Context, tenant, id string) steps.Answer {
 	f.calls = append(f.calls, "lookup "+tenant+" "+id)
