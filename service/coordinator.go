@@ -128,7 +128,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 		}
 	}}
 
-	err := c.pipeline.Run(ctx, rc)
+	err := refuse(rc, c.pipeline.Run(ctx, rc))
 
 	c.metrics.Steps(rc.Timings)
 	c.reportPrefill(ctx, rc, err)

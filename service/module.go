@@ -67,8 +67,9 @@ func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, relo
 	return c, nil
 }
 
-// newPipeline builds the pipeline; its steps' resources (the async-broker's
-// Redis client) are closed at stop, after the servers drained.
+// newPipeline builds the pipeline. Its steps' resources (connections such
+// as a Redis client) open at start, before the listeners serve (a failure
+// fails the start), and close at stop, after the servers drained.
 func newPipeline(plugins []steps.Plugin, cfg config.Config, lc fx.Lifecycle) (*steps.Pipeline, error) {
 	configs := make([]steps.StepConfig, len(cfg.Pipeline.Steps))
 	for i, s := range cfg.Pipeline.Steps {
@@ -82,7 +83,7 @@ func newPipeline(plugins []steps.Plugin, cfg config.Config, lc fx.Lifecycle) (*s
 	if err != nil {
 		return nil, err
 	}
-	lc.Append(fx.StopHook(p.Close))
+	lc.Append(fx.StartStopHook(p.Start, p.Stop))
 	return p, nil
 }
 

@@ -13,18 +13,19 @@ import (
 )
 
 // errNoRequestStore answers GetRequest and DeleteRequest when no step of
-// the pipeline queues requests.
+// the pipeline queues requests (steps.RequestStore).
 var errNoRequestStore = status.Error(codes.Unimplemented, "queued requests are not served: no async-broker step is configured")
 
 // GetRequest implements CoordinatorServiceServer: the answer of a queued
-// request as the broker keeps it (result, 202 pending or 410 unknown),
-// for the tenant the broker's tenant header names.
+// request as the pipeline's request store keeps it (result, 202 pending,
+// or a refusal such as 410 unknown, framed as the OpenAI error object),
+// for the tenant the store's tenant header names.
 func (c *Coordinator) GetRequest(ctx context.Context, req *coordinatorv1.GetRequestRequest) (*coordinatorv1.GetRequestResponse, error) {
-	store := c.pipeline.RequestStore()
+	store, _ := c.pipeline.RequestStore()
 	if store == nil {
 		return nil, errNoRequestStore
 	}
-	a := store.Lookup(ctx, tenantOf(ctx, store), req.GetId())
+	a := answerOf(store.Lookup(ctx, tenantOf(ctx, store), req.GetId()))
 	return &coordinatorv1.GetRequestResponse{Answer: &coordinatorv1.OpenAIResponse{
 		StatusCode:  int32(a.Status),
 		ContentType: a.ContentType,
@@ -33,19 +34,19 @@ func (c *Coordinator) GetRequest(ctx context.Context, req *coordinatorv1.GetRequ
 }
 
 // DeleteRequest implements CoordinatorServiceServer. A store failure is
-// Unavailable, carrying the broker's answer (HTTP 500 and its error body)
-// for the REST front to relay.
+// Unavailable, carrying the store's answer (HTTP 500 and its framed
+// refusal) for the REST front to relay.
 func (c *Coordinator) DeleteRequest(ctx context.Context, req *coordinatorv1.DeleteRequestRequest) (*coordinatorv1.DeleteRequestResponse, error) {
-	store := c.pipeline.RequestStore()
+	store, step := c.pipeline.RequestStore()
 	if store == nil {
 		return nil, errNoRequestStore
 	}
-	a := store.Delete(ctx, tenantOf(ctx, store), req.GetId())
+	a := answerOf(store.Delete(ctx, tenantOf(ctx, store), req.GetId()))
 	if a.Status == http.StatusNoContent {
 		return &coordinatorv1.DeleteRequestResponse{}, nil
 	}
 	st, err := status.New(codes.Unavailable, "queued request: delete failed").WithDetails(&coordinatorv1.UpstreamError{
-		Leg: steps.AsyncBrokerType, StatusCode: int32(a.Status), ContentType: a.ContentType, Body: a.Body, Relay: true,
+		Leg: step, StatusCode: int32(a.Status), ContentType: a.ContentType, Body: a.Body, Relay: true,
 	})
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, "queued request: delete failed")

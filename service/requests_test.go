@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/steps"
@@ -28,7 +27,6 @@ type queuedStore struct {
 
 func (*queuedStore) Execute(context.Context, *steps.RequestContext) error { return nil }
 func (*queuedStore) TenantHeader() string                                 { return "x-team" }
-func (*queuedStore) Holds(headers.Forwarded) bool                         { return false }
 
 func (f *queuedStore) Lookup(_ context.Context, tenant, id string) steps.Answer {
 	f.calls = append(f.calls, "lookup "+tenant+" "+id)

@@ -32,11 +32,15 @@ type Defaults struct {
 type Pipeline struct {
 	names []string
 	steps []Step
+	// started counts the steps Start reached (pipeline_lifecycle.go).
+	started int
 }
 
 // NewPipeline builds the steps listed in configs from the registered
 // plugins. An unknown or doubly registered type fails with the sorted list
-// of known types; a step whose params are invalid fails naming the step.
+// of known types; a step whose params are invalid fails naming the step,
+// and so does a FirstStep configured anywhere but first. Building starts
+// nothing (constructors only decode params): Start does.
 func NewPipeline(plugins []Plugin, configs []StepConfig, defaults Defaults) (*Pipeline, error) {
 	byType := make(map[string]Plugin, len(plugins))
 	for _, p := range plugins {
@@ -49,20 +53,18 @@ func NewPipeline(plugins []Plugin, configs []StepConfig, defaults Defaults) (*Pi
 	if len(configs) == 0 {
 		return nil, errors.New("pipeline.steps: at least one step is required")
 	}
-	if err := checkAsyncBrokerFirst(configs); err != nil {
-		return nil, err
-	}
 	p := &Pipeline{}
 	for i, c := range configs {
 		plugin, ok := byType[c.Type]
 		if !ok {
-			_ = p.Close() // the steps built so far
 			return nil, fmt.Errorf("pipeline.steps[%d]: unknown step type: %s (known: %s)", i, c.Type, known)
 		}
 		step, err := plugin.New(withDefaults(c.Params, defaults))
 		if err != nil {
-			_ = p.Close()
 			return nil, fmt.Errorf("pipeline.steps[%d] (%s): %w", i, c.Type, err)
+		}
+		if _, first := step.(FirstStep); first && i > 0 {
+			return nil, fmt.Errorf("pipeline.steps[%d]: %s must be the first step", i, c.Type)
 		}
 		p.names = append(p.names, c.Type)
 		p.steps = append(p.steps, step)
@@ -108,10 +110,11 @@ type Timing struct {
 }
 
 // Run executes the steps in order until one answers the client (ErrDone),
-// fails, or the list ends. It returns nil on success and the step's error,
-// wrapped with its name, otherwise. It appends one Timing per configured
-// step to rc.Timings as it goes (steps not reached: OutcomeSkipped, at the
-// end), and traces each step as a span of ctx's.
+// refuses the request (a *Refusal), fails, or the list ends. It returns
+// nil on success and the step's error (a refusal included), wrapped with
+// its name, otherwise. It appends one Timing per configured step to
+// rc.Timings as it goes (a refusal counts as an answer; steps not reached:
+// OutcomeSkipped, at the end), and traces each step as a span of ctx's.
 func (p *Pipeline) Run(ctx context.Context, rc *RequestContext) error {
 	for i, step := range p.steps {
 		if err := ctx.Err(); err != nil {
@@ -122,9 +125,10 @@ func (p *Pipeline) Run(ctx context.Context, rc *RequestContext) error {
 		start := time.Now()
 		err := step.Execute(stepCtx, rc)
 		t := Timing{Step: p.names[i], Duration: time.Since(start), Outcome: OutcomeOK}
+		refused := errors.As(err, new(*Refusal))
 		switch {
 		case err == nil:
-		case errors.Is(err, ErrDone):
+		case errors.Is(err, ErrDone) || refused:
 			if i < len(p.steps)-1 {
 				t.Outcome = OutcomeDoneEarly
 			}
@@ -135,11 +139,14 @@ func (p *Pipeline) Run(ctx context.Context, rc *RequestContext) error {
 		span.SetAttributes(attribute.String("coordinator.step.outcome", string(t.Outcome)))
 		span.End()
 		rc.Timings = append(rc.Timings, t)
-		switch t.Outcome {
-		case OutcomeDoneEarly:
+		switch {
+		case refused:
+			p.skipFrom(i+1, rc)
+			return fmt.Errorf("step %q: %w", p.names[i], err)
+		case t.Outcome == OutcomeDoneEarly:
 			p.skipFrom(i+1, rc)
 			return nil
-		case OutcomeError:
+		case t.Outcome == OutcomeError:
 			p.skipFrom(i+1, rc)
 			return fmt.Errorf("step %q: %w", p.names[i], err)
 		}

@@ -21,7 +21,9 @@ import (
 type Step interface {
 	// Execute runs the step for one request. It returns nil to let the next
 	// step run, ErrDone when the client has its answer and the pipeline must
-	// stop, or an error that ends the request.
+	// stop, a *Refusal when the step refuses the request with an error
+	// answer of its own (the service writes it), or an error that ends the
+	// request.
 	Execute(ctx context.Context, rc *RequestContext) error
 }
 

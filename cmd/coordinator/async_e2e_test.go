@@ -14,12 +14,15 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/sim"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
@@ -276,9 +279,30 @@ func TestAsyncRefusalsREST(t *testing.T) {
 	body := readAll(t, resp.Body)
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	assert.JSONEq(t, `{"error":{"message":"unknown X-AP-Mode value","type":"invalid_request_error","code":"INVALID_REQUEST"}}`, body)
+	assert.Equal(t, refusalBody, body, "byte for byte")
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 
 	resp = st.post(t, "/v1/chat/completions", asyncChat, nil)
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "no mode header: served by decode")
+}
+
+const refusalBody = `{"error":{"message":"unknown X-AP-Mode value","type":"invalid_request_error","code":"INVALID_REQUEST"}}`
+
+// Over gRPC a refusal is an answer: OK, with the refusal's status and the
+// OpenAI error object, as the REST front relays it.
+func TestAsyncRefusalsGRPC(t *testing.T) {
+	t.Parallel()
+	st, _ := startBrokerStack(t, nil)
+	client := coordinatorv1.NewCoordinatorServiceClient(st.conn)
+	resp, err := client.Generate(metadata.AppendToOutgoingContext(context.Background(), "x-ap-mode", "sideways"), &coordinatorv1.GenerateRequest{
+		Input: &coordinatorv1.GenerateRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{
+			Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: []byte(asyncChat),
+		}},
+	})
+	require.NoError(t, err)
+	assert.EqualValues(t, http.StatusBadRequest, resp.GetOpenai().GetStatusCode())
+	assert.Equal(t, "application/json", resp.GetOpenai().GetContentType())
+	assert.Equal(t, refusalBody, string(resp.GetOpenai().GetJson()))
 }
 
 func TestAsyncRequestsWithoutBroker(t *testing.T) {
@@ -295,4 +319,40 @@ func TestAsyncRequestsWithoutBroker(t *testing.T) {
 	assert.Equal(t, codes.Unimplemented, status.Code(err), fmt.Sprint(err))
 	_, err = client.DeleteRequest(context.Background(), &coordinatorv1.DeleteRequestRequest{Id: "job-1"})
 	assert.Equal(t, codes.Unimplemented, status.Code(err))
+}
+
+// brokerStartBound is async-broker's bound on its start (startupTimeout).
+const brokerStartBound = 5 * time.Second
+
+// A Redis that is down when the coordinator starts is a startup error,
+// bounded by the broker's start timeout and logged with its cause, never
+// a hang: here a Redis that accepts connections and never answers.
+func TestAsyncBrokerRedisDownAtStartFailsStartup(t *testing.T) {
+	t.Parallel()
+	url := steptest.SilentRedis(t)
+	_, gw, _ := startSim(t, sim.Options{})
+	cfg, err := config.Parse([]byte(`
+log_level: 1
+server:
+  listen_addr: "127.0.0.1:0"
+  grpc_listen_addr: "127.0.0.1:0"
+gateway:
+  address: "`+gw+`"
+`+strings.ReplaceAll(brokerPipeline, "REDIS_URL", url)), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	var logs syncBuffer
+	app := fx.New(App(cfg, service.NewLogger(&logs, cfg.LogLevel)))
+	require.NoError(t, app.Err(), "building the app connects to nothing")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = app.Start(ctx)
+	elapsed := time.Since(start)
+	require.Error(t, err)
+	want := "pipeline.steps[0] (async-broker): redis_url: redis at " + strings.TrimPrefix(url, "redis://") + " unreachable: context deadline exceeded"
+	assert.Contains(t, err.Error(), want)
+	assert.Less(t, elapsed, brokerStartBound+3*time.Second, "the start is bounded")
+	assert.Contains(t, logs.String(), want, "the failure is logged at the default log level")
+	assert.Contains(t, logs.String(), `"level":"ERROR"`)
 }

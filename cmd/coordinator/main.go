@@ -21,6 +21,7 @@ import (
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/rest"
 	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/asyncbroker"
 )
 
 // defaultGCPercent trades memory for CPU: the coordinator's heap is mostly
@@ -69,17 +70,14 @@ const stopGrace = 4 * service.StopGrace
 // only then do the listeners close (rest, then service). fx's stop timeout
 // leaves stopGrace past the drain.
 func App(cfg config.Config, log *slog.Logger) fx.Option {
-	fxLog := fx.NopLogger
-	if cfg.LogLevel >= 4 {
-		fxLog = fx.WithLogger(func() fxevent.Logger { return &fxevent.SlogLogger{Logger: log} })
-	}
 	return fx.Options(
 		fx.Supply(cfg, log),
-		fxLog,
+		fx.WithLogger(func() fxevent.Logger { return fxLogger(log) }),
 		fx.StopTimeout(cfg.Server.ShutdownTimeout+stopGrace),
 		kv.Module,
 		ec.Module,
 		steps.Module,
+		asyncbroker.Module,
 		service.Module,
 		rest.Module,
 		fx.Invoke(func(lc fx.Lifecycle, ready *service.Readiness, adm *service.Admission) {
@@ -92,4 +90,13 @@ func App(cfg config.Config, log *slog.Logger) fx.Option {
 			})
 		}),
 	)
+}
+
+// fxLogger logs fx's events at debug (log_level 4 and up) and its failures
+// at error, always: a start hook that fails (a busy port, an unreachable
+// Redis) says why before the process exits 1.
+func fxLogger(log *slog.Logger) fxevent.Logger {
+	l := &fxevent.SlogLogger{Logger: log}
+	l.UseLogLevel(slog.LevelDebug)
+	return l
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/status"
 
-	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/service/apierror"
 )
 
@@ -67,49 +66,13 @@ func bodyFailure(err error) (code int, message string) {
 	return http.StatusBadRequest, "failed to read request body"
 }
 
-// writeOpenAIError writes {"error":{"message","type","param","code"}}.
+// writeOpenAIError writes {"error":{"message","type","param","code"}}
+// (apierror.AppendOpenAIError).
 func writeOpenAIError(w http.ResponseWriter, code int, message, param string) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", apierror.ContentTypeJSON)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
-	_, _ = w.Write(appendOpenAIError(nil, code, message, param))
-}
-
-// appendOpenAIError encodes the OpenAI error object.
-func appendOpenAIError(dst []byte, code int, message, param string) []byte {
-	dst = append(dst, `{"error":{"message":`...)
-	dst = jsonbody.AppendString(dst, message)
-	dst = append(dst, `,"type":`...)
-	dst = jsonbody.AppendString(dst, errorType(code))
-	dst = append(dst, `,"param":`...)
-	if param == "" {
-		dst = append(dst, "null"...)
-	} else {
-		dst = jsonbody.AppendString(dst, param)
-	}
-	dst = append(dst, `,"code":`...)
-	dst = strconv.AppendInt(dst, int64(code), 10)
-	return append(dst, "}}"...)
-}
-
-// errorType is the OpenAI error type for an HTTP status.
-func errorType(code int) string {
-	switch {
-	case code == http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case code == http.StatusUnauthorized:
-		return "authentication_error"
-	case code == http.StatusForbidden:
-		return "permission_error"
-	case code == http.StatusNotFound:
-		return "not_found_error"
-	case code == http.StatusGatewayTimeout:
-		return "timeout_error"
-	case code >= 400 && code < 500:
-		return "invalid_request_error"
-	default:
-		return "api_error"
-	}
+	_, _ = w.Write(apierror.AppendOpenAIError(nil, code, message, param))
 }
 
 // paramOf names the first field a validation error is about, if any.

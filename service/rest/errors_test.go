@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/coordinator-project/coordinator/service/apierror"
 )
 
 // TestWriteErrorOfARefusal: a refusal's RetryInfo becomes Retry-After;
@@ -42,7 +44,7 @@ func TestWriteErrorOfARefusal(t *testing.T) {
 			assert.Equal(t, tt.status, w.Code)
 			assert.Equal(t, tt.retryAfter, w.Header().Get("Retry-After"))
 			assert.Equal(t, tt.close, w.Header().Get("Connection") == "close")
-			assert.JSONEq(t, string(appendOpenAIError(nil, tt.status, "no", "")), w.Body.String())
+			assert.JSONEq(t, string(apierror.AppendOpenAIError(nil, tt.status, "no", "")), w.Body.String())
 		})
 	}
 	w := httptest.NewRecorder()

@@ -34,7 +34,8 @@ type Handler struct {
 	maxBody int64
 	ready   *service.Readiness
 	metrics *metrics.Metrics
-	queued  steps.RequestStore // nil without an async-broker step (requests.go)
+	queued  steps.RequestStore // nil without a step keeping queued requests (requests.go)
+	holder  steps.Holder       // nil: no request is held open (requests.go)
 	// streamWriteTimeout bounds each write of a stream (stream.go); 0: none.
 	streamWriteTimeout time.Duration
 	pass               *passthrough // nil without a gateway to relay to (passthrough.go)

@@ -30,7 +30,9 @@ func newHandler(in *service.InProcess, cfg config.Config, ready *service.Readine
 	if err != nil {
 		return nil, err
 	}
-	h.ServeQueued(p.RequestStore())
+	store, _ := p.RequestStore()
+	h.ServeQueued(store)
+	h.holder = p
 	h.streamWriteTimeout = cfg.Server.StreamWriteTimeout
 	h.ServePassthrough(gateway, adm, log)
 	return h, nil

@@ -12,10 +12,10 @@ import (
 )
 
 // ServeQueued serves the queued requests of the pipeline's request store
-// (the async-broker step): GET and DELETE /v1/requests/{id}, transcoded
-// onto GetRequest and DeleteRequest, and no write timeout for the requests
-// the store holds open (wait mode). Without a store (nil) the routes stay
-// unregistered: 404, as in the reference without the step.
+// (a step implementing steps.RequestStore, such as async-broker): GET and
+// DELETE /v1/requests/{id}, transcoded onto GetRequest and DeleteRequest.
+// Without a store (nil) the routes stay unregistered: 404, as in the
+// reference without the step.
 func (h *Handler) ServeQueued(store steps.RequestStore) {
 	if store == nil {
 		return
@@ -25,10 +25,11 @@ func (h *Handler) ServeQueued(store steps.RequestStore) {
 	h.mux.Handle("DELETE /v1/requests/{id}", h.gateway)
 }
 
-// holdOpen lifts the server's write timeout from a request the store will
-// hold until its result (bounded by the request's own deadline instead).
+// holdOpen lifts the server's write timeout from a request a step will
+// hold until its result (steps.Holder: async-broker's wait mode), bounded
+// by the request's own deadline instead.
 func (h *Handler) holdOpen(w http.ResponseWriter, r *http.Request) {
-	if h.queued != nil && h.queued.Holds(headers.FromHTTP(r.Header)) {
+	if h.holder != nil && h.holder.Holds(headers.FromHTTP(r.Header)) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	}
 }

@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -24,37 +23,6 @@ func TestAppendEvent(t *testing.T) {
 	}
 	for in, want := range tests {
 		assert.Equal(t, want, string(appendEvent(nil, []byte(in))), in)
-	}
-}
-
-func TestOpenAIErrorBody(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		code  int
-		typ   string
-		param string
-	}{
-		{400, "invalid_request_error", "messages"}, {404, "not_found_error", ""}, {413, "invalid_request_error", ""},
-		{429, "rate_limit_error", ""}, {502, "api_error", ""}, {504, "timeout_error", ""},
-	}
-	for _, tt := range tests {
-		var e struct {
-			Error struct {
-				Message string  `json:"message"`
-				Type    string  `json:"type"`
-				Param   *string `json:"param"`
-				Code    int     `json:"code"`
-			} `json:"error"`
-		}
-		require.NoError(t, json.Unmarshal(appendOpenAIError(nil, tt.code, "say \"hi\"\n", tt.param), &e))
-		assert.Equal(t, "say \"hi\"\n", e.Error.Message)
-		assert.Equal(t, tt.typ, e.Error.Type)
-		assert.Equal(t, tt.code, e.Error.Code)
-		if tt.param == "" {
-			assert.Nil(t, e.Error.Param)
-		} else {
-			assert.Equal(t, tt.param, *e.Error.Param)
-		}
 	}
 }
 

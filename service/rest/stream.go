@@ -79,7 +79,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, req *coord
 		if err != nil {
 			st := status.Convert(err)
 			buf = append(buf[:0], "data: "...)
-			buf = appendOpenAIError(buf, apierror.HTTPStatus(st), st.Message(), "")
+			buf = apierror.AppendOpenAIError(buf, apierror.HTTPStatus(st), st.Message(), "")
 			buf = append(buf, "\n\n"...)
 			h.writeDeadline(rc)
 			_, _ = w.Write(buf)

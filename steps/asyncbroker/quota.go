@@ -1,4 +1,4 @@
-package steps
+package asyncbroker
 
 import (
 	"context"
@@ -47,14 +47,14 @@ return 0
 
 // quotaKey is the tenant's counter, the same key the async processor's
 // gate counts on: <prefix><attribute>:<tenant>.
-func (b *AsyncBroker) quotaKey(tenant string) string {
+func (b *Broker) quotaKey(tenant string) string {
 	return b.p.Quota.Prefix + b.p.Quota.Attribute + ":" + tenant
 }
 
 // classify takes a reserved slot for tenant when it has a limit and one is
 // free. release, non-nil only when a slot was taken, gives it back. A Redis
 // failure fails open: reserved, nothing to release.
-func (b *AsyncBroker) classify(ctx context.Context, tenant string) (class quotaClass, release func()) {
+func (b *Broker) classify(ctx context.Context, tenant string) (class quotaClass, release func()) {
 	limit := b.p.Quota.Limits[tenant]
 	if limit <= 0 {
 		return classReserved, nil

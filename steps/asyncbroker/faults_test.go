@@ -1,7 +1,8 @@
-package steps_test
+package asyncbroker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -20,7 +21,7 @@ const enqueueFailedBody = `{"error":{"message":"request could not be queued: bro
 
 // Redis goes away after startup: passthrough fails open, the queued modes
 // answer 503, fetch and delete 500; once Redis is back, all works again.
-func TestAsyncBrokerRedisDown(t *testing.T) {
+func TestRedisDown(t *testing.T) {
 	t.Parallel()
 	r := steptest.StartRedis(t)
 	// No command retries: each call against the stopped server fails after
@@ -38,18 +39,18 @@ func TestAsyncBrokerRedisDown(t *testing.T) {
 	cancel()
 
 	for _, mode := range []string{"enqueue", "wait"} {
-		rc, sink := brokerRequest(t, chatRequest, map[string]string{"X-AP-Mode": mode, "X-Team": "team-a"})
-		require.ErrorIs(t, env.step.Execute(t.Context(), rc), steps.ErrDone, mode)
-		assert.Equal(t, http.StatusServiceUnavailable, sink.Status, mode)
-		assert.JSONEq(t, enqueueFailedBody, string(sink.Body), mode)
+		rc, _ := brokerRequest(t, chatRequest, map[string]string{"X-AP-Mode": mode, "X-Team": "team-a"})
+		r := refusalOf(t, env.step.Execute(t.Context(), rc))
+		assert.Equal(t, http.StatusServiceUnavailable, r.Status, mode)
+		assert.JSONEq(t, enqueueFailedBody, refusalJSON(t, r), mode)
 	}
 
 	a := env.step.Lookup(t.Context(), "team-a", "req-test-1")
 	assert.Equal(t, http.StatusInternalServerError, a.Status)
-	assert.JSONEq(t, `{"error":{"message":"result lookup failed","type":"api_error","code":"LOOKUP_FAILED"}}`, string(a.Body))
+	assert.JSONEq(t, `{"error":{"message":"result lookup failed","type":"api_error","code":"LOOKUP_FAILED"}}`, answerBody(t, a))
 	a = env.step.Delete(t.Context(), "team-a", "req-test-1")
 	assert.Equal(t, http.StatusInternalServerError, a.Status)
-	assert.JSONEq(t, `{"error":{"message":"result delete failed","type":"api_error","code":"DELETE_FAILED"}}`, string(a.Body))
+	assert.JSONEq(t, `{"error":{"message":"result delete failed","type":"api_error","code":"DELETE_FAILED"}}`, answerBody(t, a))
 
 	// Back up. go-redis fails dials fast for a moment after many failed
 	// ones (it probes once a second), then reconnects.
@@ -68,7 +69,7 @@ func TestAsyncBrokerRedisDown(t *testing.T) {
 
 // The connection to Redis is cut while enqueues are in flight: whatever
 // was answered 202 is in the queue; the rest were answered 503.
-func TestAsyncBrokerNothingAcknowledgedIsLost(t *testing.T) {
+func TestNothingAcknowledgedIsLost(t *testing.T) {
 	t.Parallel()
 	r := steptest.StartRedis(t)
 	rdb := r.Client(t)
@@ -88,14 +89,20 @@ func TestAsyncBrokerNothingAcknowledgedIsLost(t *testing.T) {
 		defer wg.Done()
 		rc, sink := brokerRequest(t, chatRequest, map[string]string{"X-AP-Mode": "enqueue", "X-Team": "team-a"})
 		rc.RequestID = id
-		if err := step.Execute(context.Background(), rc); !isDone(err) {
+		err := step.Execute(context.Background(), rc)
+		status := sink.Status
+		var r *steps.Refusal
+		switch {
+		case errors.As(err, &r):
+			status = r.Status
+		case !isDone(err):
 			return
 		}
-		if sink.Status == http.StatusAccepted && accepted.Add(1) == inFlight/4 {
+		if status == http.StatusAccepted && accepted.Add(1) == inFlight/4 {
 			cutOnce.Do(px.Cut) // mid-flight: the others are still running
 		}
 		mu.Lock()
-		answered[id] = sink.Status
+		answered[id] = status
 		mu.Unlock()
 	}
 	for i := range inFlight {

@@ -1,4 +1,4 @@
-package steps
+package asyncbroker
 
 import (
 	"errors"
@@ -54,10 +54,10 @@ const (
 // message by default: the gateway's SLO ordering headers.
 var defaultForwardHeaders = []string{"x-llm-d-slo-ttft-ms", "x-llm-d-slo-tpot-ms"}
 
-// asyncBrokerParams are the async-broker step's params. Every key is
+// brokerParams are the async-broker step's params. Every key is
 // optional except redis_url; an empty string, like an absent key, takes the
 // default.
-type asyncBrokerParams struct {
+type brokerParams struct {
 	// RedisURL is the broker's Redis, as a redis:// or rediss:// URL
 	// (user, password and db number included). Required.
 	RedisURL string `param:"redis_url"`
@@ -72,7 +72,7 @@ type asyncBrokerParams struct {
 	TimeoutHeader string `param:"timeout_header"`
 	// Timeouts bounds the deadline per queued mode, keyed "enqueue" or
 	// "wait" only.
-	Timeouts map[string]asyncTimeouts `param:"timeouts"`
+	Timeouts map[string]modeTimeouts `param:"timeouts"`
 	// WaitCapSeconds, when positive, ends a wait before its deadline with
 	// 202 pending (the result stays fetchable). 0: hold to the deadline.
 	WaitCapSeconds int64 `param:"wait_cap_seconds"`
@@ -80,7 +80,7 @@ type asyncBrokerParams struct {
 	// for a retry of a lost answer); 0 deletes it on fetch. Default 60.
 	FetchGraceSeconds int64 `param:"fetch_grace_seconds"`
 	// Routes pick the queue and tier per request; the first match wins.
-	Routes []asyncRoute `param:"routes"`
+	Routes []routeRule `param:"routes"`
 	// DefaultQueue is the sorted set of unrouted requests (and of routes
 	// without a queue). Default request-sortedset.
 	DefaultQueue string `param:"default_queue"`
@@ -89,7 +89,7 @@ type asyncBrokerParams struct {
 	DefaultTier string `param:"default_tier"`
 	// Objectives maps a tier to the InferenceObjective names stamped on
 	// passthrough requests, by quota class.
-	Objectives map[string]asyncObjectives `param:"objectives"`
+	Objectives map[string]tierObjectives `param:"objectives"`
 	// ObjectiveHeader carries the objective name. Default
 	// x-llm-d-inference-objective.
 	ObjectiveHeader string `param:"objective_header"`
@@ -97,7 +97,7 @@ type asyncBrokerParams struct {
 	// x-llm-d-inference-fairness-id.
 	FairnessHeader string `param:"fairness_header"`
 	// Quota is the passthrough reserved-concurrency classification.
-	Quota asyncQuota `param:"quota"`
+	Quota quotaParams `param:"quota"`
 	// ForwardHeaders are client headers copied onto queued messages (the
 	// async processor sends them on at dispatch). Default the two SLO
 	// headers; never the mode, objective or fairness header.
@@ -109,34 +109,34 @@ type asyncBrokerParams struct {
 	WakeupMode string `param:"wakeup_mode"`
 }
 
-// asyncTimeouts bound a queued mode's deadline, in seconds. 0 (or absent)
+// modeTimeouts bound a queued mode's deadline, in seconds. 0 (or absent)
 // takes the default: 60 s for wait, 3600 s for enqueue, no max.
-type asyncTimeouts struct {
+type modeTimeouts struct {
 	DefaultSeconds int64 `param:"default_seconds"`
 	MaxSeconds     int64 `param:"max_seconds"`
 }
 
-// asyncRoute maps requests to a queue and a tier. An empty model or
+// routeRule maps requests to a queue and a tier. An empty model or
 // tenant matches any; an empty queue or tier takes the default.
-type asyncRoute struct {
+type routeRule struct {
 	Model  string `param:"model"`
 	Tenant string `param:"tenant"`
 	Queue  string `param:"queue"`
 	Tier   string `param:"tier"`
 }
 
-// asyncObjectives are a tier's objective names by quota class; an empty
+// tierObjectives are a tier's objective names by quota class; an empty
 // name stamps nothing.
-type asyncObjectives struct {
+type tierObjectives struct {
 	Reserved string `param:"reserved"`
 	Overflow string `param:"overflow"`
 }
 
-// asyncQuota is the passthrough classification. A tenant with a positive
+// quotaParams is the passthrough classification. A tenant with a positive
 // limit holds one slot of a counter at <prefix><attribute>:<tenant> while
 // its request runs; past the limit it is classified overflow (never
 // refused). Tenants without a limit are always reserved.
-type asyncQuota struct {
+type quotaParams struct {
 	// Prefix of the counter keys. Default "quota:".
 	Prefix string `param:"prefix"`
 	// Attribute names the tenant attribute, in the counter key and as the
@@ -149,10 +149,10 @@ type asyncQuota struct {
 	Limits map[string]int64 `param:"limits"`
 }
 
-// decodeAsyncBrokerParams decodes raw strictly, fills in the defaults and
+// decodeParams decodes raw strictly, fills in the defaults and
 // validates.
-func decodeAsyncBrokerParams(raw map[string]any) (asyncBrokerParams, error) {
-	p := asyncBrokerParams{FetchGraceSeconds: defaultFetchGrace}
+func decodeParams(raw map[string]any) (brokerParams, error) {
+	p := brokerParams{FetchGraceSeconds: defaultFetchGrace}
 	if err := params.Decode(raw, &p); err != nil {
 		return p, err
 	}
@@ -160,7 +160,7 @@ func decodeAsyncBrokerParams(raw map[string]any) (asyncBrokerParams, error) {
 	return p, p.validate()
 }
 
-func (p *asyncBrokerParams) applyDefaults() {
+func (p *brokerParams) applyDefaults() {
 	orDefault := func(s *string, def string) {
 		if *s == "" {
 			*s = def
@@ -183,7 +183,7 @@ func (p *asyncBrokerParams) applyDefaults() {
 	}
 }
 
-func (p *asyncBrokerParams) validate() error {
+func (p *brokerParams) validate() error {
 	if p.RedisURL == "" {
 		return errors.New("redis_url is required")
 	}
@@ -230,7 +230,7 @@ func (p *asyncBrokerParams) validate() error {
 // deadline is how long a queued request of mode may take: the mode's
 // default, or the client's timeout header when it is a positive integer,
 // clamped by the mode's max when one is set.
-func (p *asyncBrokerParams) deadline(mode, header string) time.Duration {
+func (p *brokerParams) deadline(mode, header string) time.Duration {
 	b := p.Timeouts[mode]
 	secs := b.DefaultSeconds
 	if secs <= 0 {
@@ -262,7 +262,7 @@ func positiveSeconds(v string) (int64, bool) {
 
 // route resolves a request's queue and tier; matched is false when no
 // route matched and the defaults apply.
-func (p *asyncBrokerParams) route(model, tenant string) (queue, tier string, matched bool) {
+func (p *brokerParams) route(model, tenant string) (queue, tier string, matched bool) {
 	for _, r := range p.Routes {
 		if (r.Model == "" || r.Model == model) && (r.Tenant == "" || r.Tenant == tenant) {
 			queue, tier = r.Queue, r.Tier

@@ -1,4 +1,4 @@
-package steps
+package asyncbroker
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"strconv"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 // The broker's Redis data model (llm-d-async v0.9.0, compat §7.7). A
@@ -140,7 +140,7 @@ func appendStringMap(b []byte, name string, m map[string]string) []byte {
 
 // submit queues s: one atomic script (see submitScript). Nothing is
 // acknowledged to the client unless it returns nil.
-func (b *AsyncBroker) submit(ctx context.Context, s *submission) error {
+func (b *Broker) submit(ctx context.Context, s *submission) error {
 	token, err := newToken()
 	if err != nil {
 		return err
@@ -156,7 +156,7 @@ func (b *AsyncBroker) submit(ctx context.Context, s *submission) error {
 
 // cancel marks the request cancelled for the processor (best effort: it
 // runs after the client went away, so on a context of its own).
-func (b *AsyncBroker) cancel(ctx context.Context, tenant, id string) {
+func (b *Broker) cancel(ctx context.Context, tenant, id string) {
 	ctx, stop := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer stop()
 	eid := envelopeID(tenant, id)
@@ -177,76 +177,14 @@ func newToken() (string, error) {
 
 // result reads the request's mailbox without consuming it: found is false
 // while it is empty.
-func (b *AsyncBroker) result(ctx context.Context, tenant, id string) (a Answer, found bool, err error) {
+func (b *Broker) result(ctx context.Context, tenant, id string) (a steps.Answer, found bool, err error) {
 	vals, err := b.rdb.LRange(ctx, resultKey(tenant, id), 0, 0).Result()
 	if err != nil {
-		return Answer{}, false, fmt.Errorf("read result: %w", err)
+		return steps.Answer{}, false, fmt.Errorf("read result: %w", err)
 	}
 	if len(vals) == 0 {
-		return Answer{}, false, nil
+		return steps.Answer{}, false, nil
 	}
 	a, err = resultAnswer([]byte(vals[0]))
 	return a, err == nil, err
-}
-
-// TenantHeader implements RequestStore.
-func (b *AsyncBroker) TenantHeader() string { return b.tenantHeader }
-
-// Lookup implements RequestStore: the stored result (after which the
-// mailbox lives fetch_grace_seconds more, or is deleted when that is 0),
-// else 202 while the request is active, else 410. A Redis failure is a 500
-// LOOKUP_FAILED.
-func (b *AsyncBroker) Lookup(ctx context.Context, tenant, id string) Answer {
-	if tenant == "" {
-		tenant = defaultTenant
-	}
-	a, found, err := b.result(ctx, tenant, id)
-	if err != nil {
-		b.log.WarnContext(ctx, "async-broker: lookup", "request_id", id, "tenant", tenant, "error", err)
-		return errorAnswer(http.StatusInternalServerError, typeAPI, codeLookupFailed, "result lookup failed")
-	}
-	if found {
-		b.afterFetch(ctx, tenant, id)
-		return a
-	}
-	n, err := b.rdb.Exists(ctx, activeKeyPrefix+envelopeID(tenant, id)).Result()
-	switch {
-	case err != nil:
-		b.log.WarnContext(ctx, "async-broker: lookup", "request_id", id, "tenant", tenant, "error", err)
-		return errorAnswer(http.StatusInternalServerError, typeAPI, codeLookupFailed, "result lookup failed")
-	case n > 0:
-		return pendingAnswer(id)
-	default:
-		return unknownAnswer()
-	}
-}
-
-// afterFetch shrinks a fetched mailbox's TTL to the grace period, or
-// deletes it when the grace is 0 (best effort).
-func (b *AsyncBroker) afterFetch(ctx context.Context, tenant, id string) {
-	ctx, stop := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer stop()
-	key := resultKey(tenant, id)
-	var err error
-	if b.fetchGrace > 0 {
-		err = b.rdb.Expire(ctx, key, b.fetchGrace).Err()
-	} else {
-		err = b.rdb.Del(ctx, key).Err()
-	}
-	if err != nil {
-		b.log.WarnContext(ctx, "async-broker: expire fetched result", "request_id", id, "tenant", tenant, "error", err)
-	}
-}
-
-// Delete implements RequestStore: DEL of the mailbox, 204 even when it was
-// absent; a Redis failure is a 500 DELETE_FAILED.
-func (b *AsyncBroker) Delete(ctx context.Context, tenant, id string) Answer {
-	if tenant == "" {
-		tenant = defaultTenant
-	}
-	if err := b.rdb.Del(ctx, resultKey(tenant, id)).Err(); err != nil {
-		b.log.WarnContext(ctx, "async-broker: delete", "request_id", id, "tenant", tenant, "error", err)
-		return errorAnswer(http.StatusInternalServerError, typeAPI, codeDeleteFailed, "result delete failed")
-	}
-	return Answer{Status: http.StatusNoContent}
 }

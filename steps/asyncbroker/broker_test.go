@@ -1,4 +1,4 @@
-package steps_test
+package asyncbroker_test
 
 import (
 	"context"
@@ -14,11 +14,12 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/asyncbroker"
 )
 
 const chatRequest = `{"model":"test-model", "messages":[{"role":"user","content":"hi"}], "top_k": 3}`
 
-func TestAsyncBrokerNoModeHeaderIsNoOp(t *testing.T) {
+func TestNoModeHeaderIsNoOp(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, nil)
 	rc, sink := brokerRequest(t, chatRequest, map[string]string{
@@ -37,7 +38,7 @@ func TestAsyncBrokerNoModeHeaderIsNoOp(t *testing.T) {
 	assert.Empty(t, keys, "nothing in Redis")
 }
 
-func TestAsyncBrokerRejections(t *testing.T) {
+func TestRejections(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, nil)
 	tests := []struct {
@@ -57,12 +58,11 @@ func TestAsyncBrokerRejections(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			rc, sink := brokerRequest(t, tt.body, tt.header)
-			err := env.step.Execute(t.Context(), rc)
-			require.ErrorIs(t, err, steps.ErrDone)
-			assert.Equal(t, http.StatusBadRequest, sink.Status)
-			assert.Equal(t, "application/json", sink.ContentType)
+			r := refusalOf(t, env.step.Execute(t.Context(), rc))
+			assert.Equal(t, http.StatusBadRequest, r.Status)
 			want := fmt.Sprintf(`{"error":{"message":%q,"type":"invalid_request_error","code":"INVALID_REQUEST"}}`, tt.message)
-			assert.JSONEq(t, want, string(sink.Body))
+			assert.JSONEq(t, want, refusalJSON(t, r))
+			assert.Zero(t, sink.Status, "the service writes the refusal")
 		})
 	}
 	t.Cleanup(func() {
@@ -72,7 +72,7 @@ func TestAsyncBrokerRejections(t *testing.T) {
 	})
 }
 
-func TestAsyncBrokerEnqueue(t *testing.T) {
+func TestEnqueue(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, nil)
 	rc, sink := brokerRequest(t, chatRequest, map[string]string{
@@ -121,7 +121,7 @@ func TestAsyncBrokerEnqueue(t *testing.T) {
 	// (the shape of compat §7.7's example).
 	members, err := env.rdb.ZRange(ctx, testQueue, 0, -1).Result()
 	require.NoError(t, err)
-	goldenJSON(t, "async-broker/envelope", pinEnvelope(t, members[0]))
+	goldenJSON(t, "envelope", pinEnvelope(t, members[0]))
 
 	active, err := env.rdb.Get(ctx, "request-active:team-a:req-test-1").Result()
 	require.NoError(t, err)
@@ -147,7 +147,7 @@ func pinEnvelope(t *testing.T, member string) []byte {
 	return b
 }
 
-func TestAsyncBrokerEnqueueDefaults(t *testing.T) {
+func TestEnqueueDefaults(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, map[string]any{"routes": nil})
 	rc, sink := brokerRequest(t, chatRequest, map[string]string{"X-AP-Mode": "enqueue", "X-Llm-D-Slo-Tpot-Ms": "20"})
@@ -165,7 +165,7 @@ func TestAsyncBrokerEnqueueDefaults(t *testing.T) {
 	assert.InDelta(t, start.Add(time.Hour).Unix(), e.Data.Deadline, 2, "enqueue deadline defaults to an hour")
 }
 
-func TestAsyncBrokerCustomHeaders(t *testing.T) {
+func TestCustomHeaders(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, map[string]any{
 		"mode_header":      "X-Mode",
@@ -198,7 +198,7 @@ func TestAsyncBrokerCustomHeaders(t *testing.T) {
 	assert.Equal(t, 1, n)
 }
 
-func TestAsyncBrokerResubmitClearsCancellation(t *testing.T) {
+func TestResubmitClearsCancellation(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, nil)
 	require.NoError(t, env.rdb.Set(t.Context(), "request-cancel:team-a:req-test-1", "old-token", time.Hour).Err())
@@ -210,7 +210,7 @@ func TestAsyncBrokerResubmitClearsCancellation(t *testing.T) {
 	assert.Zero(t, n, "a resubmission does not inherit an old cancellation")
 }
 
-func TestAsyncBrokerDeadlines(t *testing.T) {
+func TestDeadlines(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name     string
@@ -249,7 +249,7 @@ func TestAsyncBrokerDeadlines(t *testing.T) {
 	}
 }
 
-func TestAsyncBrokerPassthroughStampsAndClassifies(t *testing.T) {
+func TestPassthroughStampsAndClassifies(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, nil)
 	ctx := t.Context()
@@ -317,7 +317,7 @@ func TestAsyncBrokerPassthroughStampsAndClassifies(t *testing.T) {
 	assert.Equal(t, "default", rc5.Header.Get("x-llm-d-inference-fairness-id"))
 }
 
-func TestAsyncBrokerPassthroughQuotaUnderConcurrency(t *testing.T) {
+func TestPassthroughQuotaUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	const limit, requests = 3, 24
 	env := newBroker(t, map[string]any{"quota": map[string]any{"limits": map[string]any{"team-a": limit}}})
@@ -349,13 +349,13 @@ func TestAsyncBrokerPassthroughQuotaUnderConcurrency(t *testing.T) {
 	// Every request ends: Close waits for the releases, which give every
 	// slot back.
 	cancel()
-	require.NoError(t, env.step.Close())
+	require.NoError(t, env.step.Stop(t.Context()))
 	n, err = env.rdb.Get(t.Context(), "quota:userid:team-a").Int()
 	require.NoError(t, err)
 	assert.Zero(t, n)
 }
 
-func TestAsyncBrokerHolds(t *testing.T) {
+func TestHolds(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, nil)
 	tests := map[string]struct {
@@ -374,7 +374,7 @@ func TestAsyncBrokerHolds(t *testing.T) {
 	}
 }
 
-func TestAsyncBrokerRouteMatching(t *testing.T) {
+func TestRouteMatching(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, map[string]any{
 		"default_queue": "dq",
@@ -395,22 +395,22 @@ func TestAsyncBrokerRouteMatching(t *testing.T) {
 		{"unrouted: defaults", "m2", "bronze", "dq", "batch", false},
 	}
 	for _, tt := range tests {
-		queue, tier, matched := steps.AsyncBrokerRoute(env.step, tt.model, tt.tenant)
+		queue, tier, matched := asyncbroker.Route(env.step, tt.model, tt.tenant)
 		assert.Equal(t, []any{tt.queue, tt.tier, tt.matched}, []any{queue, tier, matched}, tt.name)
 	}
 
 	wild := newBroker(t, map[string]any{"routes": []any{map[string]any{"queue": "all"}}})
-	queue, tier, matched := steps.AsyncBrokerRoute(wild.step, "anything", "anyone")
+	queue, tier, matched := asyncbroker.Route(wild.step, "anything", "anyone")
 	assert.Equal(t, []any{"all", "", true}, []any{queue, tier, matched}, "a route without model and tenant matches all")
 }
 
-func TestAsyncBrokerUnroutedDedup(t *testing.T) {
+func TestUnroutedDedup(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, nil)
-	assert.True(t, steps.AsyncBrokerFirstUnrouted(env.step, "m"), "first occurrence")
-	assert.False(t, steps.AsyncBrokerFirstUnrouted(env.step, "m"), "repeat")
-	for i := 1; i < steps.MaxUnroutedModels; i++ {
-		require.True(t, steps.AsyncBrokerFirstUnrouted(env.step, fmt.Sprint("model-", i)))
+	assert.True(t, asyncbroker.FirstUnrouted(env.step, "m"), "first occurrence")
+	assert.False(t, asyncbroker.FirstUnrouted(env.step, "m"), "repeat")
+	for i := 1; i < asyncbroker.MaxUnroutedModels; i++ {
+		require.True(t, asyncbroker.FirstUnrouted(env.step, fmt.Sprint("model-", i)))
 	}
-	assert.False(t, steps.AsyncBrokerFirstUnrouted(env.step, "one-too-many"), "the set is capped")
+	assert.False(t, asyncbroker.FirstUnrouted(env.step, "one-too-many"), "the set is capped")
 }

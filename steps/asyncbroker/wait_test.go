@@ -1,4 +1,4 @@
-package steps_test
+package asyncbroker_test
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/asyncbroker"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
 
 var waitHeader = map[string]string{"X-AP-Mode": "wait", "X-Team": "team-a"}
 
-// parkedSignal returns a hook for steps.SetAsyncBrokerParked and a channel
+// parkedSignal returns a hook for asyncbroker.SetParked and a channel
 // closed the first time a wait parks (found no result, about to block).
 func parkedSignal() (func(), <-chan struct{}) {
 	ch := make(chan struct{})
@@ -24,7 +25,7 @@ func parkedSignal() (func(), <-chan struct{}) {
 	return func() { once.Do(func() { close(ch) }) }, ch
 }
 
-func TestAsyncBrokerWaitDeliversStoredResult(t *testing.T) {
+func TestWaitDeliversStoredResult(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, nil)
 	key := "results:req:team-a:req-test-1"
@@ -43,7 +44,7 @@ func TestAsyncBrokerWaitDeliversStoredResult(t *testing.T) {
 // A wait parks, the processor takes the queued request and writes its
 // result, and the wait wakes up to deliver it: by polling, or by a
 // keyspace notification alone (the backup poll is an hour).
-func TestAsyncBrokerWaitWakesUp(t *testing.T) {
+func TestWaitWakesUp(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name     string
@@ -64,12 +65,12 @@ func TestAsyncBrokerWaitWakesUp(t *testing.T) {
 				opts = append(opts, steptest.WithKeyspaceNotifications("Kl"))
 			}
 			env := newBroker(t, map[string]any{"wakeup_mode": tt.mode}, opts...)
-			require.Equal(t, tt.notifies, steps.AsyncBrokerNotifies(env.step))
+			require.Equal(t, tt.notifies, asyncbroker.Notifies(env.step))
 			if tt.notifies {
-				steps.SetAsyncBrokerPolls(env.step, time.Hour, time.Hour)
+				asyncbroker.SetPolls(env.step, time.Hour, time.Hour)
 			}
 			hook, parked := parkedSignal()
-			steps.SetAsyncBrokerParked(env.step, hook)
+			asyncbroker.SetParked(env.step, hook)
 			got := make(chan envelope, 1)
 			startProcessor(t, env.rdb, testQueue, func(e envelope) result {
 				<-parked // answer only once the wait is blocked
@@ -89,19 +90,22 @@ func TestAsyncBrokerWaitWakesUp(t *testing.T) {
 	}
 }
 
-func TestAsyncBrokerWaitDeliversErrorResult(t *testing.T) {
+func TestWaitDeliversErrorResult(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, nil)
 	startProcessor(t, env.rdb, testQueue, func(envelope) result {
 		return result{Payload: `{"error":"Pool gating dropped request"}`, ErrorCode: "GATE_DROPPED", ErrorMessage: "Pool gating dropped request"}
 	})
-	rc, sink := brokerRequest(t, chatRequest, waitHeader)
-	require.ErrorIs(t, env.step.Execute(t.Context(), rc), steps.ErrDone)
-	assert.Equal(t, http.StatusTooManyRequests, sink.Status)
-	assert.JSONEq(t, `{"error":{"message":"Pool gating dropped request","type":"rate_limit_error","code":"GATE_DROPPED"}}`, string(sink.Body))
+	rc, _ := brokerRequest(t, chatRequest, waitHeader)
+	r := refusalOf(t, env.step.Execute(t.Context(), rc))
+	assert.Equal(t, http.StatusTooManyRequests, r.Status)
+	assert.JSONEq(t, `{"error":{"message":"Pool gating dropped request","type":"rate_limit_error","code":"GATE_DROPPED"}}`, refusalJSON(t, r))
+	n, err := env.rdb.Exists(t.Context(), "results:req:team-a:req-test-1").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "delivered on the held connection: the mailbox is gone")
 }
 
-func TestAsyncBrokerWaitCapFallsBackToPending(t *testing.T) {
+func TestWaitCapFallsBackToPending(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, map[string]any{"wait_cap_seconds": 1})
 	rc, sink := brokerRequest(t, chatRequest, waitHeader)
@@ -118,23 +122,22 @@ func TestAsyncBrokerWaitCapFallsBackToPending(t *testing.T) {
 	assert.Equal(t, http.StatusAccepted, a.Status, "and fetchable")
 }
 
-func TestAsyncBrokerWaitDeadlineAnswersTimeout(t *testing.T) {
+func TestWaitDeadlineAnswersTimeout(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, map[string]any{"timeouts": map[string]any{"wait": map[string]any{"default_seconds": 1}}})
-	rc, sink := brokerRequest(t, chatRequest, waitHeader)
+	rc, _ := brokerRequest(t, chatRequest, waitHeader)
 	start := time.Now()
-	require.ErrorIs(t, env.step.Execute(t.Context(), rc), steps.ErrDone)
+	r := refusalOf(t, env.step.Execute(t.Context(), rc))
 	assert.GreaterOrEqual(t, time.Since(start), time.Second)
-	assert.Equal(t, http.StatusGatewayTimeout, sink.Status)
-	assert.Equal(t, "application/json", sink.ContentType)
-	assert.JSONEq(t, `{"error":{"message":"request deadline exceeded before a result was produced","type":"timeout_error","code":"DEADLINE_EXCEEDED"}}`, string(sink.Body))
+	assert.Equal(t, http.StatusGatewayTimeout, r.Status)
+	assert.JSONEq(t, `{"error":{"message":"request deadline exceeded before a result was produced","type":"timeout_error","code":"DEADLINE_EXCEEDED"}}`, refusalJSON(t, r))
 }
 
-func TestAsyncBrokerWaitClientLeaves(t *testing.T) {
+func TestWaitClientLeaves(t *testing.T) {
 	t.Parallel()
 	env := newBroker(t, nil)
 	hook, parked := parkedSignal()
-	steps.SetAsyncBrokerParked(env.step, hook)
+	asyncbroker.SetParked(env.step, hook)
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
 		<-parked
@@ -159,7 +162,7 @@ func TestAsyncBrokerWaitClientLeaves(t *testing.T) {
 
 // Redis restarts (empty: no persistence) while a wait holds; the result
 // the processor writes afterwards still reaches the client.
-func TestAsyncBrokerWaitSurvivesRedisRestart(t *testing.T) {
+func TestWaitSurvivesRedisRestart(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"poll", "notify"} {
 		t.Run(mode, func(t *testing.T) {
@@ -168,10 +171,10 @@ func TestAsyncBrokerWaitSurvivesRedisRestart(t *testing.T) {
 			if mode == "notify" {
 				// Only a notification on the resubscribed pattern can end
 				// this wait in time.
-				steps.SetAsyncBrokerPolls(env.step, time.Hour, time.Hour)
+				asyncbroker.SetPolls(env.step, time.Hour, time.Hour)
 			}
 			hook, parked := parkedSignal()
-			steps.SetAsyncBrokerParked(env.step, hook)
+			asyncbroker.SetParked(env.step, hook)
 			header := map[string]string{"X-AP-Mode": "wait", "X-Team": "team-a", "X-Request-Timeout-Seconds": "60"}
 			rc, sink := brokerRequest(t, chatRequest, header)
 			done := make(chan error, 1)

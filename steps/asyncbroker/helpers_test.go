@@ -1,4 +1,4 @@
-package steps_test
+package asyncbroker_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/asyncbroker"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
 
@@ -28,7 +29,7 @@ const testQueue = "team-default-queue"
 type brokerEnv struct {
 	redis *steptest.Redis
 	rdb   *redis.Client
-	step  *steps.AsyncBroker
+	step  *asyncbroker.Broker
 }
 
 // baseParams mirror the reference's test step: poll wake-up, one route
@@ -66,17 +67,29 @@ func newBroker(t *testing.T, extra map[string]any, opts ...steptest.RedisOption)
 	return &brokerEnv{redis: r, rdb: r.Client(t), step: step}
 }
 
-// buildBroker builds the step through its plugin, closed when the test
-// ends.
-func buildBroker(t *testing.T, params map[string]any) (*steps.AsyncBroker, error) {
+// buildBroker builds the step through its plugin and starts it, as the
+// app's start does; it is stopped when the test ends.
+func buildBroker(t *testing.T, params map[string]any) (*asyncbroker.Broker, error) {
 	t.Helper()
-	s, err := steps.NewAsyncBrokerPlugin(discardLog()).New(params)
+	b, err := newStep(params)
 	if err != nil {
 		return nil, err
 	}
-	b := s.(*steps.AsyncBroker)
-	t.Cleanup(func() { _ = b.Close() })
+	if err := b.Start(t.Context()); err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
 	return b, nil
+}
+
+// newStep builds the step through its plugin, unstarted: what NewPipeline
+// does at startup, decoding and validating the params only.
+func newStep(params map[string]any) (*asyncbroker.Broker, error) {
+	s, err := asyncbroker.NewPlugin(discardLog()).New(params)
+	if err != nil {
+		return nil, err
+	}
+	return s.(*asyncbroker.Broker), nil
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -295,5 +308,50 @@ func (p *proxy) close() {
 	p.wg.Wait()
 }
 
+// refusalOf returns the refusal err carries; the test fails without one.
+func refusalOf(t *testing.T, err error) *steps.Refusal {
+	t.Helper()
+	var r *steps.Refusal
+	require.ErrorAs(t, err, &r, "a refusal")
+	return r
+}
+
+// refusalJSON is r as the OpenAI error object the service frames it to,
+// field for field (the exact bytes are service/apierror's to test):
+// {"error":{"message","type","code"}}.
+func refusalJSON(t *testing.T, r *steps.Refusal) string {
+	t.Helper()
+	type object struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+	}
+	b, err := json.Marshal(map[string]object{"error": {Message: r.Message, Type: r.Type, Code: r.Code}})
+	require.NoError(t, err)
+	return string(b)
+}
+
+// answerBody is a's body, or its refusal as refusalJSON.
+func answerBody(t *testing.T, a steps.Answer) string {
+	t.Helper()
+	if a.Refusal != nil {
+		require.Equal(t, a.Refusal.Status, a.Status, "a refusal's answer has its status")
+		require.Empty(t, a.Body, "a refusal is framed by the service")
+		return refusalJSON(t, a.Refusal)
+	}
+	return string(a.Body)
+}
+
 // isDone reports whether err is steps.ErrDone.
 func isDone(err error) bool { return errors.Is(err, steps.ErrDone) }
+
+// noop is a step that does nothing: the steps after the broker in
+// pipeline tests.
+type noop struct{}
+
+func (noop) Execute(context.Context, *steps.RequestContext) error { return nil }
+
+// plugin registers noop as step type typ.
+func plugin(typ string) steps.Plugin {
+	return steps.Plugin{Type: typ, New: func(map[string]any) (steps.Step, error) { return noop{}, nil }}
+}

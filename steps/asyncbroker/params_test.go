@@ -1,22 +1,17 @@
-package steps_test
+package asyncbroker_test
 
 import (
-	"context"
-	"net"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
 
-// Invalid params fail before any connection, so these need no Redis.
-func TestAsyncBrokerParamsRejected(t *testing.T) {
+// Invalid params fail when the step is built, which connects to nothing:
+// these need no Redis.
+func TestParamsRejected(t *testing.T) {
 	t.Parallel()
 	const url = "redis://127.0.0.1:1"
 	tests := []struct {
@@ -75,7 +70,7 @@ func TestAsyncBrokerParamsRejected(t *testing.T) {
 			t.Parallel()
 			params := baseParams(url)
 			tt.mutate(params)
-			_, err := buildBroker(t, params)
+			_, err := newStep(params)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.wantErr)
 			assert.NotContains(t, err.Error(), "\n", "one line")
@@ -83,22 +78,7 @@ func TestAsyncBrokerParamsRejected(t *testing.T) {
 	}
 }
 
-func TestAsyncBrokerUnreachableRedisFailsStartup(t *testing.T) {
-	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close()) // nothing listens there now
-
-	params := baseParams("redis://" + addr)
-	_, err = steps.NewPipeline([]steps.Plugin{steps.NewAsyncBrokerPlugin(discardLog())},
-		[]steps.StepConfig{{Type: steps.AsyncBrokerType, Params: params}}, steps.Defaults{})
-	require.Error(t, err)
-	assert.True(t, strings.HasPrefix(err.Error(), "pipeline.steps[0] (async-broker): redis_url: redis at "+addr+" unreachable: "), err.Error())
-	assert.NotContains(t, err.Error(), "\n")
-}
-
-func TestAsyncBrokerAcceptsInjectedKeys(t *testing.T) {
+func TestAcceptsInjectedKeys(t *testing.T) {
 	t.Parallel()
 	r := steptest.StartRedis(t)
 	params := baseParams(r.URL)
@@ -107,77 +87,4 @@ func TestAsyncBrokerAcceptsInjectedKeys(t *testing.T) {
 	params["use_openai_format"] = true
 	_, err := buildBroker(t, params)
 	require.NoError(t, err)
-}
-
-func TestAsyncBrokerMustBeFirst(t *testing.T) {
-	t.Parallel()
-	var log []string
-	plugins := []steps.Plugin{steps.NewAsyncBrokerPlugin(discardLog()), plugin("decode", &log, nil, nil)}
-	_, err := steps.NewPipeline(plugins, []steps.StepConfig{
-		{Type: "decode"}, {Type: steps.AsyncBrokerType, Params: baseParams("redis://127.0.0.1:1")},
-	}, steps.Defaults{})
-	require.EqualError(t, err, "pipeline.steps[1]: async-broker must be the first step")
-
-	_, err = steps.NewPipeline(plugins, []steps.StepConfig{
-		{Type: steps.AsyncBrokerType, Params: baseParams("redis://127.0.0.1:1")},
-		{Type: steps.AsyncBrokerType, Params: baseParams("redis://127.0.0.1:1")},
-	}, steps.Defaults{})
-	require.EqualError(t, err, "pipeline.steps[1]: async-broker must be the first step", "twice is not first twice")
-}
-
-func TestAsyncBrokerPipelineStoreAndClose(t *testing.T) {
-	t.Parallel()
-	r := steptest.StartRedis(t)
-	rdb := r.Client(t)
-	var log []string
-	plugins := []steps.Plugin{steps.NewAsyncBrokerPlugin(discardLog()), plugin("decode", &log, nil, nil)}
-
-	p, err := steps.NewPipeline(plugins, []steps.StepConfig{{Type: "decode"}}, steps.Defaults{})
-	require.NoError(t, err)
-	assert.Nil(t, p.RequestStore(), "no broker, no store")
-	require.NoError(t, p.Close())
-
-	p, err = steps.NewPipeline(plugins, []steps.StepConfig{
-		{Type: steps.AsyncBrokerType, Params: baseParams(r.URL)}, {Type: "decode"},
-	}, steps.Defaults{})
-	require.NoError(t, err)
-	store := p.RequestStore()
-	require.NotNil(t, store)
-	assert.Equal(t, "x-team", store.TenantHeader())
-	assert.Positive(t, stepConnections(t, rdb))
-	require.NoError(t, p.Close())
-	assert.Eventually(t, func() bool { return stepConnections(t, rdb) == 0 }, 5*time.Second, 10*time.Millisecond,
-		"Close closes the step's connections")
-	require.NoError(t, p.Close(), "closing twice is harmless")
-}
-
-func TestAsyncBrokerFailedPipelineClosesTheBroker(t *testing.T) {
-	t.Parallel()
-	r := steptest.StartRedis(t)
-	rdb := r.Client(t)
-	var log []string
-	plugins := []steps.Plugin{steps.NewAsyncBrokerPlugin(discardLog()), plugin("decode", &log, nil, nil)}
-	_, err := steps.NewPipeline(plugins, []steps.StepConfig{
-		{Type: steps.AsyncBrokerType, Params: baseParams(r.URL)}, {Type: "nope"},
-	}, steps.Defaults{})
-	require.ErrorContains(t, err, "unknown step type: nope")
-	assert.Eventually(t, func() bool { return stepConnections(t, rdb) == 0 }, 5*time.Second, 10*time.Millisecond,
-		"the broker built before the failure was closed")
-}
-
-// stepConnections counts the server's client connections other than the
-// test's own.
-func stepConnections(t *testing.T, rdb *redis.Client) int {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	list, err := rdb.ClientList(ctx).Result()
-	require.NoError(t, err)
-	n := 0
-	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
-		if line != "" && !strings.Contains(line, " cmd=client|list") {
-			n++
-		}
-	}
-	return n
 }

@@ -1,0 +1,33 @@
+package service
+
+import (
+	"errors"
+
+	"github.com/coordinator-project/coordinator/service/apierror"
+	"github.com/coordinator-project/coordinator/steps"
+)
+
+// refuse answers a step's refusal. When err carries a *steps.Refusal (a
+// step ended the pipeline with an error answer of its own), the refusal,
+// framed as the OpenAI error object, goes to the request's sink as a whole
+// answer, as a worker's would: gRPC gets an OpenAIResponse with the
+// refusal's status (a stream: one event), REST that status and body.
+// refuse then returns what the sink returned; any other err is returned
+// as is.
+func refuse(rc *steps.RequestContext, err error) error {
+	var r *steps.Refusal
+	if !errors.As(err, &r) {
+		return err
+	}
+	a := apierror.RefusalAnswer(r)
+	return rc.Sink.Response(a.Status, a.ContentType, a.Body)
+}
+
+// answerOf is a request store's answer as the client receives it: a
+// refusal framed, any other answer as is.
+func answerOf(a steps.Answer) steps.Answer {
+	if a.Refusal != nil {
+		return apierror.RefusalAnswer(a.Refusal)
+	}
+	return a
+}
