@@ -125,7 +125,7 @@ func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, cfg config.Config, ready *Read
 				return fmt.Errorf("server.grpc_listen_addr: %w", err)
 			}
 			addrs.SetGRPC(lis.Addr().String())
-			log.Info("grpc listening", "addr", lis.Addr().String(), "tls", cfg.Server.TLS.Enabled() || cfg.Server.GRPCTLS.Enabled())
+			log.Debug("grpc listening", "addr", lis.Addr().String(), "tls", cfg.Server.TLS.Enabled() || cfg.Server.GRPCTLS.Enabled())
 			go serve(srv, lis, log)
 			return nil
 		},

@@ -34,7 +34,7 @@ func setUpTracing(lc fx.Lifecycle, cfg config.Config, log *slog.Logger) error {
 	tp := NewTracerProvider(exporter, t)
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	log.Info("tracing on", "protocol", t.Protocol, "endpoint", t.Endpoint, "sample_ratio", t.SampleRatio)
+	log.Debug("tracing on", "protocol", t.Protocol, "endpoint", t.Endpoint, "sample_ratio", t.SampleRatio)
 	lc.Append(fx.StopHook(func(ctx context.Context) error { return tp.Shutdown(ctx) }))
 	return nil
 }

@@ -72,7 +72,7 @@ func serveHTTP(lc fx.Lifecycle, h *Handler, cfg config.Config, addrs *service.Ad
 				return fmt.Errorf("server.listen_addr: %w", err)
 			}
 			addrs.SetREST(lis.Addr().String())
-			log.Info("rest listening", "addr", lis.Addr().String(), "tls", lt.REST != nil)
+			log.Debug("rest listening", "addr", lis.Addr().String(), "tls", lt.REST != nil)
 			go func() {
 				if err := serveOn(srv, lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error("rest serve", "error", err)
