@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	otelcodes "go.opentelemetry.io/otel/codes"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -119,7 +118,6 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 		defer c.metrics.Begin(api, rc.Stream)()
 	}
 	ctx, span := startRequestSpan(ctx, method, rc)
-	defer span.End()
 	ctx = upstream.WithObserver(ctx, c.metrics)
 	rc.Timings = make([]steps.Timing, 0, 8)
 	rc.Sink = &firstByteSink{Sink: rc.Sink, onFirst: func() {
@@ -159,9 +157,10 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 			level = slog.LevelInfo
 		}
 		c.log.LogAttrs(ctx, level, "request failed", append(attrs, slog.String("code", code.String()), slog.String("error", err.Error()))...)
-		span.SetStatus(otelcodes.Error, st.Message())
+		span.fail(code, st.Message())
 		err = st.Err()
 	}
+	span.end(code)
 	if api == metrics.APIGRPC {
 		c.metrics.RequestDone(api, rc.Format.String(), code.String(), time.Since(start))
 		c.metrics.Bytes(api, "in", len(rc.Body))

@@ -40,8 +40,9 @@ var Module = fx.Module("service",
 		metrics.New,
 		tlsReloads,
 		NewListenerTLS,
+		newTracing,
 	),
-	fx.Invoke(setUpTracing, serveGRPC),
+	fx.Invoke(func(*Tracing) {}, serveGRPC),
 )
 
 func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, reloads tlsfiles.Observer) (*upstream.Client, error) {

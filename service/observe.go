@@ -8,7 +8,10 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/coordinator-project/coordinator/steps"
@@ -21,18 +24,63 @@ const headerServerTiming = "server-timing"
 // tracer makes the request spans; a no-op until tracing is configured.
 var tracer = otel.Tracer("github.com/coordinator-project/coordinator/service")
 
-// startRequestSpan starts the request's span, as a child of the caller's
-// traceparent (call metadata; REST headers arrive as metadata) if any.
-func startRequestSpan(ctx context.Context, method string, rc *steps.RequestContext) (context.Context, trace.Span) {
+// requestSpan is the span a call's pipeline runs under: its own server
+// span for a network gRPC call; for a REST request (in process) the REST
+// front's HTTP server span, which the front ends and whose status follows
+// the HTTP status.
+type requestSpan struct {
+	trace.Span
+	own bool
+}
+
+// startRequestSpan starts a network call's server span, named after the
+// method with the OpenTelemetry RPC attributes, as a child of the caller's
+// traceparent (call metadata) if any. An in-process call's span is the
+// REST front's: it gets the same coordinator attributes.
+func startRequestSpan(ctx context.Context, method string, rc *steps.RequestContext) (context.Context, requestSpan) {
+	attrs := []attribute.KeyValue{
+		attribute.String("coordinator.request_id", rc.RequestID),
+		attribute.String("coordinator.endpoint", rc.Format.String()),
+		attribute.String("gen_ai.request.model", rc.Model),
+		attribute.Bool("coordinator.stream", rc.Stream),
+	}
+	if CalledInProcess(ctx) {
+		span := trace.SpanFromContext(ctx)
+		if span.IsRecording() {
+			span.SetAttributes(attrs...)
+		}
+		return ctx, requestSpan{Span: span}
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	ctx = otel.GetTextMapPropagator().Extract(ctx, metadataCarrier(md))
-	return tracer.Start(ctx, "coordinator.v1.CoordinatorService/"+method, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(
-			attribute.String("coordinator.request_id", rc.RequestID),
-			attribute.String("coordinator.endpoint", rc.Format.String()),
-			attribute.String("gen_ai.request.model", rc.Model),
-			attribute.Bool("coordinator.stream", rc.Stream),
-		))
+	ctx, span := tracer.Start(ctx, rpcService+"/"+method, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(append(attrs, semconv.RPCSystemGRPC, semconv.RPCService(rpcService), semconv.RPCMethod(method))...))
+	return ctx, requestSpan{Span: span, own: true}
+}
+
+// rpcService is CoordinatorService's full name.
+const rpcService = "coordinator.v1.CoordinatorService"
+
+// fail marks the span of a call that ended with code as an error, when the
+// code means the server's fault (the OpenTelemetry RPC conventions: a
+// client's mistake such as INVALID_ARGUMENT or NOT_FOUND is not).
+func (s requestSpan) fail(code codes.Code, msg string) {
+	if !s.own {
+		return
+	}
+	switch code {
+	case codes.Unknown, codes.DeadlineExceeded, codes.Unimplemented, codes.Internal, codes.Unavailable, codes.DataLoss:
+		s.SetStatus(otelcodes.Error, msg)
+	}
+}
+
+// end records the call's code and ends a span of its own.
+func (s requestSpan) end(code codes.Code) {
+	if !s.own {
+		return
+	}
+	s.SetAttributes(semconv.RPCGRPCStatusCodeKey.Int(int(code)))
+	s.End()
 }
 
 // metadataCarrier reads trace context from call metadata.

@@ -11,7 +11,6 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/coordinator-project/coordinator/service"
-	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -25,12 +24,8 @@ type lifeReport struct {
 	drained int
 }
 
-func newLifeReport(addrs *service.Addresses, p *steps.Pipeline, cfg config.Config) *lifeReport {
-	tracing := "off"
-	if cfg.Tracing.Enabled {
-		tracing = "on"
-	}
-	return &lifeReport{addrs: addrs, pipeline: p, tracing: tracing}
+func newLifeReport(addrs *service.Addresses, p *steps.Pipeline, tracing *service.Tracing) *lifeReport {
+	return &lifeReport{addrs: addrs, pipeline: p, tracing: tracing.String()}
 }
 
 // run starts app, logs one line when it serves, waits for a signal, stops

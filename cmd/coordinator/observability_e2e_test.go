@@ -9,15 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/coordinator-project/coordinator/service"
-	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -98,65 +90,3 @@ func TestServerTiming(t *testing.T) {
 	assert.Contains(t, timing, "prefill;dur=", "steps done before the first byte")
 	assert.NotContains(t, ", "+timing, ", decode;dur=", "decode was still streaming")
 }
-
-// TestTracing runs alone (not in parallel): it installs the process's
-// tracer provider for its duration.
-func TestTracing(t *testing.T) {
-	exporter := tracetest.NewInMemoryExporter()
-	tp := service.NewTracerProvider(exporter, config.Default().Tracing)
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	t.Cleanup(func() {
-		// Tracing off again for the tests that follow. otel's initial
-		// globals are delegates that cannot be set back, so set what
-		// "off" means explicitly: no spans, nothing extracted or injected.
-		otel.SetTracerProvider(noop.NewTracerProvider())
-		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
-		require.NoError(t, tp.Shutdown(context.Background()))
-	})
-
-	s, gw, render := startSim(t, sim.Options{Strict: true})
-	st := startStack(t, gw, render, fullPipeline)
-	inbound := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	resp := st.post(t, "/v1/chat/completions", `{"model":"sim-model","max_tokens":2,"messages":[{"role":"user","content":"trace me"}]}`,
-		http.Header{"Traceparent": {inbound}})
-	require.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp.Body))
-	require.NoError(t, tp.ForceFlush(context.Background()))
-
-	spans := exporter.GetSpans()
-	byName := map[string]tracetest.SpanStub{}
-	for _, sp := range spans {
-		byName[sp.Name] = sp
-	}
-	root, ok := byName["coordinator.v1.CoordinatorService/Generate"]
-	require.True(t, ok, "a request span: %v", names(spans))
-	assert.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", root.SpanContext.TraceID().String(), "the inbound trace is continued")
-	assert.Equal(t, "00f067aa0ba902b7", root.Parent.SpanID().String())
-	for _, step := range []string{"render", "conditional-decode", "encode", "prefill", "decode"} {
-		sp, ok := byName[step]
-		require.True(t, ok, "a span for step %s: %v", step, names(spans))
-		assert.Equal(t, root.SpanContext.SpanID(), sp.Parent.SpanID(), "step %s hangs off the request", step)
-	}
-	prefillLeg := byName["leg prefill"]
-	assert.Equal(t, byName["prefill"].SpanContext.SpanID(), prefillLeg.Parent.SpanID(), "the leg hangs off its step")
-	assert.Equal(t, trace.SpanKindClient, prefillLeg.SpanKind)
-
-	// The prefill worker got the leg span's own traceparent, in place of
-	// the client's (one header line, not two).
-	for _, leg := range s.Legs() {
-		if leg.Profile == "prefill" {
-			assert.Equal(t, []string{"00-4bf92f3577b34da6a3ce929d0e0e4736-" + prefillLeg.SpanContext.SpanID().String() + "-01"},
-				leg.Header.Values("Traceparent"))
-		}
-	}
-}
-
-func names(spans tracetest.SpanStubs) []string {
-	out := make([]string, len(spans))
-	for i, s := range spans {
-		out[i] = s.Name
-	}
-	return out
-}
-
-var _ sdktrace.SpanExporter = (*tracetest.InMemoryExporter)(nil)

@@ -121,6 +121,18 @@ func TestBinaryStartFailuresSayWhy(t *testing.T) {
 			want: "coordinator: server.tls.cert_file: open " + missing + ": no such file or directory",
 		},
 		{
+			name:   "OTLP protocol not supported",
+			config: binaryConfig(freeAddr(t), freeAddr(t), decodeStep),
+			env:    []string{"OTEL_TRACES_EXPORTER=otlp", "OTEL_EXPORTER_OTLP_PROTOCOL=http/json"},
+			want:   `coordinator: OTEL_EXPORTER_OTLP_PROTOCOL: must be "grpc" or "http/protobuf", got "http/json"`,
+		},
+		{
+			name:   "sampler unknown",
+			config: binaryConfig(freeAddr(t), freeAddr(t), decodeStep+"tracing: {enabled: true}\n"),
+			env:    []string{"OTEL_TRACES_SAMPLER=sometimes"},
+			want:   `coordinator: OTEL_TRACES_SAMPLER: "sometimes" is not supported`,
+		},
+		{
 			name:   "unknown config key",
 			config: binaryConfig(freeAddr(t), freeAddr(t), decodeStep+"servr: {}\n"),
 			want:   `coordinator: config `,
