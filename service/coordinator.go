@@ -120,16 +120,18 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	ctx, span := startRequestSpan(ctx, method, rc)
 	ctx = upstream.WithObserver(ctx, c.metrics)
 	rc.Timings = make([]steps.Timing, 0, 8)
-	rc.Sink = &firstByteSink{Sink: rc.Sink, onFirst: func() {
+	answer := &answerSink{Sink: rc.Sink, interToken: c.metrics.InterToken(api, rc.Format.String()), onFirst: func() {
 		c.metrics.FirstByte(api, rc.Format.String(), time.Since(start))
 		if rc.Stream { // the header goes out with the first event
 			_ = grpc.SetHeader(ctx, metadata.Pairs(headerServerTiming, serverTiming(rc.Timings)))
 		}
 	}}
+	rc.Sink = answer
 
 	err := c.pipeline.Run(ctx, rc)
 
 	c.metrics.Steps(rc.Timings)
+	c.reportAnswer(api, rc, answer, err)
 	c.reportPrefill(ctx, rc, err)
 	attrs := []slog.Attr{
 		slog.String("request_id", rc.RequestID),
@@ -164,6 +166,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	if api == metrics.APIGRPC {
 		c.metrics.RequestDone(api, rc.Format.String(), code.String(), time.Since(start))
 		c.metrics.Bytes(api, "in", len(rc.Body))
+		c.metrics.Bytes(api, "out", answer.bytes)
 	}
 	return err
 }

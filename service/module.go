@@ -42,7 +42,7 @@ var Module = fx.Module("service",
 		NewListenerTLS,
 		newTracing,
 	),
-	fx.Invoke(func(*Tracing) {}, serveGRPC),
+	fx.Invoke(func(*Tracing) {}, knownSteps, serveGRPC),
 )
 
 func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, reloads tlsfiles.Observer) (*upstream.Client, error) {
@@ -86,6 +86,9 @@ func newPipeline(plugins []steps.Plugin, cfg config.Config, lc fx.Lifecycle) (*s
 	lc.Append(fx.StopHook(p.Close))
 	return p, nil
 }
+
+// knownSteps starts the configured steps' duration series at 0.
+func knownSteps(m *metrics.Metrics, p *steps.Pipeline) { m.KnownSteps(p.Names()) }
 
 func newInterceptors(log *slog.Logger, adm *Admission, cfg config.Config) (*Interceptors, error) {
 	return NewInterceptors(log, ChainOptions{Admission: adm, StreamWriteTimeout: cfg.Server.StreamWriteTimeout})

@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"google.golang.org/protobuf/proto"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -89,4 +96,75 @@ func TestServerTiming(t *testing.T) {
 	timing = resp.Header.Get("Server-Timing")
 	assert.Contains(t, timing, "prefill;dur=", "steps done before the first byte")
 	assert.NotContains(t, ", "+timing, ", decode;dur=", "decode was still streaming")
+}
+
+// TestTokenMetrics: the usage of each final answer (a JSON answer, a
+// stream's usage chunk, a gRPC tokens answer) is counted by API and model;
+// streams time the gaps between their events; gRPC counts its answer bytes.
+func TestTokenMetrics(t *testing.T) {
+	t.Parallel()
+	_, gw, _ := startSim(t, sim.Options{TokenDelay: 5 * time.Millisecond}) // one event at a time
+	st := startStack(t, gw, "", decodeOnly)
+	sample := func(name, api string) float64 {
+		v, err := strconv.ParseFloat(st.scrape(t, name+`{api="`+api+`",model="sim-model"}`), 64)
+		require.NoError(t, err)
+		return v
+	}
+
+	resp := st.post(t, "/v1/chat/completions", `{"model":"sim-model","max_tokens":4,"messages":[{"role":"user","content":"count my tokens"}]}`, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var answer struct {
+		Usage struct {
+			PromptTokens float64 `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(readAll(t, resp.Body)), &answer))
+	require.Positive(t, answer.Usage.PromptTokens)
+	assert.Equal(t, answer.Usage.PromptTokens, sample("coordinator_prompt_tokens_total", "rest"))
+	assert.Equal(t, 4.0, sample("coordinator_generation_tokens_total", "rest"))
+
+	// A stream with its usage chunk; its events are timed.
+	resp = st.post(t, "/v1/chat/completions", `{"model":"sim-model","max_tokens":5,"stream":true,"stream_options":{"include_usage":true},`+
+		`"messages":[{"role":"user","content":"count my tokens"}]}`, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	readAll(t, resp.Body)
+	require.Eventually(t, func() bool { return sample("coordinator_generation_tokens_total", "rest") == 9 }, 5*time.Second, 10*time.Millisecond)
+	assert.Equal(t, 2*answer.Usage.PromptTokens, sample("coordinator_prompt_tokens_total", "rest"))
+	gaps, err := strconv.Atoi(st.scrape(t, `coordinator_inter_token_latency_seconds_count{api="rest",endpoint="chat"}`))
+	require.NoError(t, err)
+	assert.Positive(t, gaps, "a gap before each event after the first batch")
+
+	// gRPC tokens in, tokens out.
+	client := coordinatorv1.NewCoordinatorServiceClient(st.conn)
+	out, err := client.Generate(context.Background(), &coordinatorv1.GenerateRequest{Input: &coordinatorv1.GenerateRequest_Tokens{
+		Tokens: &coordinatorv1.TokensRequest{Model: "sim-model", TokenIds: []uint32{1, 2, 3}, Sampling: &coordinatorv1.SamplingParams{MaxTokens: proto.Uint32(2)}}}})
+	require.NoError(t, err)
+	assert.Equal(t, 3.0, sample("coordinator_prompt_tokens_total", "grpc"))
+	assert.Equal(t, float64(out.GetTokens().GetUsage().GetCompletionTokens()), sample("coordinator_generation_tokens_total", "grpc"))
+	assert.NotEqual(t, "0", st.scrape(t, `coordinator_body_bytes_total{api="grpc",direction="out"}`))
+}
+
+// TestMetricsPassPromtool feeds /metrics, after some traffic, to
+// `promtool check metrics` (Debian's prometheus package, which
+// .ci/test-deps installs; skipped outside CI where it is missing).
+func TestMetricsPassPromtool(t *testing.T) {
+	t.Parallel()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("promtool is not installed: .ci/test-deps installs Debian's prometheus package")
+		}
+		t.Skip("promtool not installed (apt-get install prometheus)")
+	}
+	_, gw, render := startSim(t, sim.Options{})
+	st := startStack(t, gw, render, fullPipeline)
+	resp := st.post(t, "/v1/chat/completions", chatBody, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp.Body))
+	metrics, err := st.client.Get(st.restURL + "/metrics")
+	require.NoError(t, err)
+	defer metrics.Body.Close()
+	cmd := exec.CommandContext(t.Context(), promtool, "check", "metrics")
+	cmd.Stdin = metrics.Body
+	out, err := cmd.CombinedOutput()
+	assert.NoError(t, err, "promtool check metrics:\n%s", out)
 }
