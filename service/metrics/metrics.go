@@ -52,6 +52,7 @@ type Metrics struct {
 	models      *modelLabels
 	steps       *prometheus.HistogramVec
 	legs        *prometheus.HistogramVec
+	retries     *prometheus.CounterVec
 	inFlight    *prometheus.GaugeVec
 	conditional *prometheus.CounterVec
 	fallbacks   *prometheus.CounterVec
@@ -101,6 +102,10 @@ func New() *Metrics {
 			Name: "coordinator_leg_duration_seconds", Buckets: stepBuckets,
 			Help: "Time until a worker or render leg's response headers, by phase and upstream HTTP status (0: no answer).",
 		}, []string{"phase", "status"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinator_leg_retries_total",
+			Help: "Leg attempts past the first (gateway.retry: encode and prefill legs are sent again after a transport failure or a retryable status), by phase.",
+		}, []string{"phase"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "coordinator_in_flight",
 			Help: "Requests being served, by API and kind (request, stream).",
@@ -127,7 +132,7 @@ func New() *Metrics {
 		}, []string{"file_set", "result"}),
 		GRPC: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(requestBuckets))),
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.ttft, m.itl, m.prompt, m.generated, m.steps, m.legs, m.inFlight, m.conditional, m.fallbacks, m.rejected, m.bytes, m.tlsReloads, m.GRPC,
+	m.registry.MustRegister(m.requests, m.duration, m.ttft, m.itl, m.prompt, m.generated, m.steps, m.legs, m.retries, m.inFlight, m.conditional, m.fallbacks, m.rejected, m.bytes, m.tlsReloads, m.GRPC,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.initialize()
 	return m
@@ -172,6 +177,9 @@ func (m *Metrics) initialize() {
 	}
 	for _, r := range []string{"hit", "miss"} {
 		m.conditional.WithLabelValues(r)
+	}
+	for _, phase := range []string{upstream.ProfileEncode, upstream.ProfilePrefill, upstream.ProfileDecode, "render"} {
+		m.retries.WithLabelValues(phase)
 	}
 	for _, r := range fallbackReasons {
 		m.fallbacks.WithLabelValues(r)
@@ -318,6 +326,9 @@ func (m *Metrics) Bytes(api, direction string, n int) {
 // LegDone implements upstream.Observer.
 func (m *Metrics) LegDone(r upstream.LegResult) {
 	m.legs.WithLabelValues(r.Phase, strconv.Itoa(r.StatusCode)).Observe(r.Duration.Seconds())
+	if r.Attempt > 1 {
+		m.retries.WithLabelValues(r.Phase).Inc()
+	}
 }
 
 // TLSReload implements tlsfiles.Observer.

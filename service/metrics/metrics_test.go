@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
 // The metrics pass the same lint as `promtool check metrics` (the
@@ -86,4 +88,14 @@ func scrape(t *testing.T, m *Metrics) string {
 		}
 	}
 	return b.String()
+}
+
+// A leg's attempts past the first count as retries of its phase.
+func TestLegRetries(t *testing.T) {
+	t.Parallel()
+	m := New()
+	assert.Contains(t, scrape(t, m), `coordinator_leg_retries_total{phase="prefill"} 0`)
+	m.LegDone(upstream.LegResult{Leg: "prefill", Phase: "prefill", StatusCode: 503, Attempt: 1})
+	m.LegDone(upstream.LegResult{Leg: "prefill", Phase: "prefill", StatusCode: 200, Attempt: 2})
+	assert.Contains(t, scrape(t, m), `coordinator_leg_retries_total{phase="prefill"} 1`)
 }
