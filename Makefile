@@ -91,6 +91,15 @@ run: build ## Start the simulator and the coordinator on config/dev.yaml (REST :
 	@$(BIN)/coordinator-sim & sim=$$!; trap 'kill $$sim 2>/dev/null' EXIT; \
 	$(BIN)/coordinator --config config/dev.yaml
 
+ROLLOUT_ADDR ?= 127.0.0.1:9090
+
+# Debian's python3 (/usr/bin/python3) has python3-grpcio and
+# python3-protobuf once test-deps ran; a python3 earlier on PATH (a venv,
+# pyenv, a toolchain's) may lack grpc.
+.PHONY: rollout
+rollout: test-deps ## Run examples/rl_rollout.py against ROLLOUT_ADDR (127.0.0.1:9090: make run in another terminal).
+	/usr/bin/python3 examples/rl_rollout.py --addr $(ROLLOUT_ADDR)
+
 .PHONY: bench
 bench: ## Benchmarks: coordinator vs a bare reverse proxy (TTFB, CPU), the cascade, rollout tokens/s over gRPC.
 	go run ./cmd/coordinator-bench $(BENCH_ARGS)
