@@ -63,6 +63,22 @@ test: test-deps ## Run every test: Go (race detector), then the SDKs and example
 	$(GO_TEST) ./...
 	bash sdk/run-tests.sh
 
+# The Helm chart is checked with the helm pinned in tools/helm, a module of
+# its own so that helm's dependencies stay out of go.mod. Every switch of
+# the values is linted and rendered; deploy/helm_test.go validates what it
+# renders like the kustomize output.
+HELM        := go -C tools/helm tool helm
+CHART       := ../../deploy/helm/coordinator
+HELM_FLAGS  := --kube-version 1.30.0
+HELM_ALL_ON := --set tls.enabled=true,tls.clientAuth=require,tracing.enabled=true,autoscaling.enabled=false,monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true,monitoring.dashboard.enabled=true
+
+.PHONY: helm-check
+helm-check: ## helm lint and helm template of deploy/helm/coordinator (defaults and every switch on).
+	$(HELM) lint $(CHART) --strict $(HELM_FLAGS)
+	$(HELM) lint $(CHART) --strict $(HELM_FLAGS) $(HELM_ALL_ON)
+	$(HELM) template coordinator $(CHART) --namespace coordinator $(HELM_FLAGS) > /dev/null
+	$(HELM) template coordinator $(CHART) --namespace coordinator $(HELM_FLAGS) $(HELM_ALL_ON) > /dev/null
+
 .PHONY: lint
 lint: $(BUF) ## go vet, staticcheck (pinned in go.mod), gofmt and buf lint.
 	go vet ./...
@@ -75,6 +91,15 @@ lint: $(BUF) ## go vet, staticcheck (pinned in go.mod), gofmt and buf lint.
 run: build ## Start the simulator and the coordinator on config/dev.yaml (REST :8080, gRPC :9090).
 	@$(BIN)/coordinator-sim & sim=$$!; trap 'kill $$sim 2>/dev/null' EXIT; \
 	$(BIN)/coordinator --config config/dev.yaml
+
+ROLLOUT_ADDR ?= 127.0.0.1:9090
+
+# Debian's python3 (/usr/bin/python3) has python3-grpcio and
+# python3-protobuf once test-deps ran; a python3 earlier on PATH (a venv,
+# pyenv, a toolchain's) may lack grpc.
+.PHONY: rollout
+rollout: test-deps ## Run examples/rl_rollout.py against ROLLOUT_ADDR (127.0.0.1:9090: make run in another terminal).
+	/usr/bin/python3 examples/rl_rollout.py --addr $(ROLLOUT_ADDR)
 
 .PHONY: bench
 bench: ## Benchmarks: coordinator vs a bare reverse proxy (TTFB, CPU), the cascade, rollout tokens/s over gRPC.

@@ -178,6 +178,19 @@ func TestEPPConfigShape(t *testing.T) {
 	}
 	want := []string{upstream.ProfileEncode, upstream.ProfilePrefill, upstream.ProfileDecode}
 	assert.ElementsMatch(t, want, names)
+
+	// Every filter, scorer and picker declared is used by a profile.
+	used := map[string]bool{}
+	for _, prof := range cfg.SchedulingProfiles {
+		for _, ref := range prof.Plugins {
+			used[ref.PluginRef] = true
+		}
+	}
+	for name, p := range plugins {
+		if r := eppPlugins[p.Type].role; r != "parser" && r != "profile-handler" {
+			assert.True(t, used[name], "plugin %s (%s) is declared and no profile uses it", name, r)
+		}
+	}
 	assert.Contains(t, names, params.DefaultProfile, "defaultProfile")
 }
 

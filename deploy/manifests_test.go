@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -32,10 +33,11 @@ const (
 	dirBase       = "base"
 	dirDev        = "overlays/dev"
 	dirProduction = "overlays/production"
+	dirMonitoring = "overlays/monitoring"
 	dirCRDs       = "crds"
 )
 
-var overlays = []string{dirDev, dirProduction}
+var overlays = []string{dirDev, dirProduction, dirMonitoring}
 
 // Kinds without a Go type here: validated against their CRD schema instead.
 const (
@@ -67,6 +69,11 @@ var typed = map[string]func() any{
 	"gateway.networking.k8s.io/v1/Gateway":     func() any { return new(gatewayv1.Gateway) },
 	"gateway.networking.k8s.io/v1/HTTPRoute":   func() any { return new(gatewayv1.HTTPRoute) },
 	"gateway.networking.k8s.io/v1/GRPCRoute":   func() any { return new(gatewayv1.GRPCRoute) },
+	// The Prometheus Operator's kinds (overlays/monitoring): their Go types,
+	// as the operator's CRDs are generated from them.
+	"monitoring.coreos.com/v1/ServiceMonitor": func() any { return new(monitoringv1.ServiceMonitor) },
+	"monitoring.coreos.com/v1/PodMonitor":     func() any { return new(monitoringv1.PodMonitor) },
+	"monitoring.coreos.com/v1/PrometheusRule": func() any { return new(monitoringv1.PrometheusRule) },
 }
 
 // object is one rendered manifest.
@@ -95,6 +102,7 @@ var builds = map[string]func() (manifests, error){
 	dirBase:       sync.OnceValues(func() (manifests, error) { return build(dirBase) }),
 	dirDev:        sync.OnceValues(func() (manifests, error) { return build(dirDev) }),
 	dirProduction: sync.OnceValues(func() (manifests, error) { return build(dirProduction) }),
+	dirMonitoring: sync.OnceValues(func() (manifests, error) { return build(dirMonitoring) }),
 }
 
 // rendered is the cached build of dir; a failed build fails t.
@@ -288,7 +296,7 @@ func containerPort(t *testing.T, c corev1.Container, name string) int32 {
 // into its Go type (or is a CRD kind validated against its schema).
 func TestKustomizationsRenderStrictly(t *testing.T) {
 	t.Parallel()
-	for _, dir := range []string{dirBase, dirDev, dirProduction} {
+	for _, dir := range []string{dirBase, dirDev, dirProduction, dirMonitoring} {
 		t.Run(dir, func(t *testing.T) {
 			t.Parallel()
 			m := rendered(t, dir)

@@ -85,14 +85,16 @@ func TestWorkloadsAreHardened(t *testing.T) {
 					require.NotNil(t, c.SecurityContext.AllowPrivilegeEscalation, name)
 					assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation, name)
 
+					// Every pod, vLLM's included, has a pod-level securityContext
+					// with the runtime's seccomp profile.
+					require.NotNil(t, pod.SecurityContext, name)
+					require.NotNil(t, pod.SecurityContext.SeccompProfile, name)
+					assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, pod.SecurityContext.SeccompProfile.Type, name)
 					if strings.HasPrefix(c.Image, "vllm/") {
 						continue // vLLM images run as root and write their caches
 					}
-					require.NotNil(t, pod.SecurityContext, name)
 					require.NotNil(t, pod.SecurityContext.RunAsNonRoot, name)
 					assert.True(t, *pod.SecurityContext.RunAsNonRoot, name)
-					require.NotNil(t, pod.SecurityContext.SeccompProfile, name)
-					assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, pod.SecurityContext.SeccompProfile.Type, name)
 					require.NotNil(t, c.SecurityContext.ReadOnlyRootFilesystem, name)
 					assert.True(t, *c.SecurityContext.ReadOnlyRootFilesystem, name)
 					require.NotNil(t, c.SecurityContext.Capabilities, name)
@@ -100,6 +102,28 @@ func TestWorkloadsAreHardened(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Every image of the base and the production overlay is pinned to a
+// version: no moving tag (:main, :latest) and no tag-less image.
+func TestImagesArePinned(t *testing.T) {
+	t.Parallel()
+	for _, dir := range []string{dirBase, dirProduction} {
+		for _, d := range all[appsv1.Deployment](rendered(t, dir)) {
+			for _, c := range d.Spec.Template.Spec.Containers {
+				if dir == dirBase && c.Image == "coordinator:dev" {
+					continue // the image the Dockerfile builds locally; overlays set the release
+				}
+				ref := c.Image
+				if i := strings.LastIndex(ref, "/"); i >= 0 {
+					ref = ref[i+1:]
+				}
+				name, tag, hasTag := strings.Cut(ref, ":")
+				assert.True(t, hasTag || strings.Contains(ref, "@sha256:"), "%s %s/%s: %s has no tag", dir, d.Name, c.Name, c.Image)
+				assert.NotContains(t, []string{"main", "latest", "master"}, tag, "%s %s/%s: %s is a moving tag", dir, d.Name, c.Name, name)
+			}
+		}
 	}
 }
 

@@ -8,12 +8,17 @@ advantages, and prints the policy-gradient loss a trainer would minimise
 (-mean(advantage * sequence logprob)). No tokenizer and no text: token IDs in,
 token IDs and logprobs out.
 
-    make run   # in another terminal: coordinator + simulator
-    python3 examples/rl_rollout.py --addr 127.0.0.1:9090
+    make run       # in another terminal: coordinator + simulator
+    make rollout   # installs what is missing, then runs this file
 
-Needs grpcio and protobuf (Debian: python3-grpcio python3-protobuf) and the
-Python SDK (sdk/python: installed, or found next to this file). Exits non-zero
-when an answer is not what was asked for.
+or, with Debian's python3-grpcio and python3-protobuf installed, directly
+with Debian's interpreter (a python3 earlier on PATH, such as a venv's or a
+toolchain's, may lack grpc):
+
+    /usr/bin/python3 examples/rl_rollout.py --addr 127.0.0.1:9090
+
+Needs the Python SDK (sdk/python: installed, or found next to this file).
+Exits non-zero when an answer is not what was asked for.
 """
 
 from __future__ import annotations

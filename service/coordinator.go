@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"time"
 
-	otelcodes "go.opentelemetry.io/otel/codes"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -118,19 +117,20 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 		defer c.metrics.Begin(api, rc.Stream)()
 	}
 	ctx, span := startRequestSpan(ctx, method, rc)
-	defer span.End()
 	ctx = upstream.WithObserver(ctx, c.metrics)
 	rc.Timings = make([]steps.Timing, 0, 8)
-	rc.Sink = &firstByteSink{Sink: rc.Sink, onFirst: func() {
+	answer := &answerSink{Sink: rc.Sink, interToken: c.metrics.InterToken(api, rc.Format.String()), onFirst: func() {
 		c.metrics.FirstByte(api, rc.Format.String(), time.Since(start))
 		if rc.Stream { // the header goes out with the first event
 			_ = grpc.SetHeader(ctx, metadata.Pairs(headerServerTiming, serverTiming(rc.Timings)))
 		}
 	}}
+	rc.Sink = answer
 
 	err := refuse(rc, c.pipeline.Run(ctx, rc))
 
 	c.metrics.Steps(rc.Timings)
+	c.reportAnswer(api, rc, answer, err)
 	c.reportPrefill(ctx, rc, err)
 	attrs := []slog.Attr{
 		slog.String("request_id", rc.RequestID),
@@ -158,12 +158,14 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 			level = slog.LevelInfo
 		}
 		c.log.LogAttrs(ctx, level, "request failed", append(attrs, slog.String("code", code.String()), slog.String("error", err.Error()))...)
-		span.SetStatus(otelcodes.Error, st.Message())
+		span.fail(code, st.Message())
 		err = st.Err()
 	}
+	span.end(code)
 	if api == metrics.APIGRPC {
 		c.metrics.RequestDone(api, rc.Format.String(), code.String(), time.Since(start))
 		c.metrics.Bytes(api, "in", len(rc.Body))
+		c.metrics.Bytes(api, "out", answer.bytes)
 	}
 	return err
 }

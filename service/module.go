@@ -40,8 +40,9 @@ var Module = fx.Module("service",
 		metrics.New,
 		tlsReloads,
 		NewListenerTLS,
+		newTracing,
 	),
-	fx.Invoke(setUpTracing, serveGRPC),
+	fx.Invoke(func(*Tracing) {}, knownSteps, serveGRPC),
 )
 
 func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, reloads tlsfiles.Observer) (*upstream.Client, error) {
@@ -87,6 +88,9 @@ func newPipeline(plugins []steps.Plugin, cfg config.Config, lc fx.Lifecycle) (*s
 	return p, nil
 }
 
+// knownSteps starts the configured steps' duration series at 0.
+func knownSteps(m *metrics.Metrics, p *steps.Pipeline) { m.KnownSteps(p.Names()) }
+
 func newInterceptors(log *slog.Logger, adm *Admission, cfg config.Config) (*Interceptors, error) {
 	return NewInterceptors(log, ChainOptions{Admission: adm, StreamWriteTimeout: cfg.Server.StreamWriteTimeout})
 }
@@ -126,7 +130,7 @@ func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, cfg config.Config, ready *Read
 				return fmt.Errorf("server.grpc_listen_addr: %w", err)
 			}
 			addrs.SetGRPC(lis.Addr().String())
-			log.Info("grpc listening", "addr", lis.Addr().String(), "tls", cfg.Server.TLS.Enabled() || cfg.Server.GRPCTLS.Enabled())
+			log.Debug("grpc listening", "addr", lis.Addr().String(), "tls", cfg.Server.TLS.Enabled() || cfg.Server.GRPCTLS.Enabled())
 			go serve(srv, lis, log)
 			return nil
 		},

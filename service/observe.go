@@ -1,16 +1,23 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -21,18 +28,63 @@ const headerServerTiming = "server-timing"
 // tracer makes the request spans; a no-op until tracing is configured.
 var tracer = otel.Tracer("github.com/coordinator-project/coordinator/service")
 
-// startRequestSpan starts the request's span, as a child of the caller's
-// traceparent (call metadata; REST headers arrive as metadata) if any.
-func startRequestSpan(ctx context.Context, method string, rc *steps.RequestContext) (context.Context, trace.Span) {
+// requestSpan is the span a call's pipeline runs under: its own server
+// span for a network gRPC call; for a REST request (in process) the REST
+// front's HTTP server span, which the front ends and whose status follows
+// the HTTP status.
+type requestSpan struct {
+	trace.Span
+	own bool
+}
+
+// startRequestSpan starts a network call's server span, named after the
+// method with the OpenTelemetry RPC attributes, as a child of the caller's
+// traceparent (call metadata) if any. An in-process call's span is the
+// REST front's: it gets the same coordinator attributes.
+func startRequestSpan(ctx context.Context, method string, rc *steps.RequestContext) (context.Context, requestSpan) {
+	attrs := []attribute.KeyValue{
+		attribute.String("coordinator.request_id", rc.RequestID),
+		attribute.String("coordinator.endpoint", rc.Format.String()),
+		attribute.String("gen_ai.request.model", rc.Model),
+		attribute.Bool("coordinator.stream", rc.Stream),
+	}
+	if CalledInProcess(ctx) {
+		span := trace.SpanFromContext(ctx)
+		if span.IsRecording() {
+			span.SetAttributes(attrs...)
+		}
+		return ctx, requestSpan{Span: span}
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	ctx = otel.GetTextMapPropagator().Extract(ctx, metadataCarrier(md))
-	return tracer.Start(ctx, "coordinator.v1.CoordinatorService/"+method, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(
-			attribute.String("coordinator.request_id", rc.RequestID),
-			attribute.String("coordinator.endpoint", rc.Format.String()),
-			attribute.String("gen_ai.request.model", rc.Model),
-			attribute.Bool("coordinator.stream", rc.Stream),
-		))
+	ctx, span := tracer.Start(ctx, rpcService+"/"+method, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(append(attrs, semconv.RPCSystemGRPC, semconv.RPCService(rpcService), semconv.RPCMethod(method))...))
+	return ctx, requestSpan{Span: span, own: true}
+}
+
+// rpcService is CoordinatorService's full name.
+const rpcService = "coordinator.v1.CoordinatorService"
+
+// fail marks the span of a call that ended with code as an error, when the
+// code means the server's fault (the OpenTelemetry RPC conventions: a
+// client's mistake such as INVALID_ARGUMENT or NOT_FOUND is not).
+func (s requestSpan) fail(code codes.Code, msg string) {
+	if !s.own {
+		return
+	}
+	switch code {
+	case codes.Unknown, codes.DeadlineExceeded, codes.Unimplemented, codes.Internal, codes.Unavailable, codes.DataLoss:
+		s.SetStatus(otelcodes.Error, msg)
+	}
+}
+
+// end records the call's code and ends a span of its own.
+func (s requestSpan) end(code codes.Code) {
+	if !s.own {
+		return
+	}
+	s.SetAttributes(semconv.RPCGRPCStatusCodeKey.Int(int(code)))
+	s.End()
 }
 
 // metadataCarrier reads trace context from call metadata.
@@ -73,28 +125,104 @@ func serverTiming(timings []steps.Timing) string {
 	return b.String()
 }
 
-// firstByteSink calls onFirst before the answer's first byte goes out.
-type firstByteSink struct {
+// answerSink watches the answer on its way to the client: it calls onFirst
+// before the first byte goes out, counts the bytes, times the gaps between
+// a stream's events (interToken) and keeps the last usage the answer
+// reported. Only a Sink's own goroutine calls it.
+type answerSink struct {
 	steps.Sink
-	onFirst func()
-	started bool
+	onFirst    func()
+	interToken prometheus.Observer
+	started    bool
+	last       time.Time // when the previous events went out
+	bytes      int
+	usage      usage
 }
 
-func (s *firstByteSink) first() {
+func (s *answerSink) first() {
 	if !s.started {
 		s.started = true
 		s.onFirst()
 	}
 }
 
-func (s *firstByteSink) Response(status int, contentType string, body []byte) error {
+func (s *answerSink) Response(status int, contentType string, body []byte) error {
 	s.first()
+	s.bytes += len(body)
+	if status >= 200 && status < 300 {
+		s.usage.readFrom(body)
+	}
 	return s.Sink.Response(status, contentType, body)
 }
 
-func (s *firstByteSink) Events(data [][]byte) error {
+func (s *answerSink) Events(data [][]byte) error {
 	s.first()
+	now := time.Now()
+	tokens := 0
+	for _, d := range data {
+		s.bytes += len(d)
+		if string(d) == "[DONE]" {
+			continue
+		}
+		tokens++
+		s.usage.readFrom(d)
+	}
+	if !s.last.IsZero() && tokens > 0 {
+		gap := now.Sub(s.last).Seconds() / float64(tokens)
+		for range tokens {
+			s.interToken.Observe(gap)
+		}
+	}
+	if tokens > 0 {
+		s.last = now
+	}
 	return s.Sink.Events(data)
+}
+
+// usage is the token counts an answer reported: the "usage" member of a
+// whole JSON answer, or of a stream's usage chunk (the last one wins: with
+// vLLM's continuous usage stats every chunk carries the running total).
+type usage struct {
+	prompt, completion int64
+	seen               bool
+}
+
+// readFrom takes the usage of one JSON answer or chunk, if it has one that
+// is not null. Chunks without one cost a byte search.
+func (u *usage) readFrom(doc []byte) {
+	i := bytes.Index(doc, []byte(`"usage"`))
+	if i < 0 {
+		return
+	}
+	rest := bytes.TrimLeft(doc[i+len(`"usage"`):], " \t\r\n:")
+	if len(rest) == 0 || rest[0] != '{' {
+		return // null, or "usage" inside a string
+	}
+	obj, err := jsonbody.ParseObject(doc)
+	if err != nil {
+		return
+	}
+	raw, ok := obj.Get("usage")
+	if !ok {
+		return
+	}
+	counts, err := jsonbody.ParseObject(raw)
+	if err != nil {
+		return
+	}
+	p, okP := intMember(counts, "prompt_tokens")
+	c, okC := intMember(counts, "completion_tokens")
+	if okP || okC {
+		u.prompt, u.completion, u.seen = p, c, true
+	}
+}
+
+func intMember(obj *jsonbody.Object, key string) (int64, bool) {
+	raw, ok := obj.Get(key)
+	if !ok {
+		return 0, false
+	}
+	return jsonbody.Int(raw)
 }
 
 type inProcessKey struct{}
@@ -117,4 +245,12 @@ func (t timingsValue) LogValue() slog.Value {
 		}
 	}
 	return slog.GroupValue(attrs...)
+}
+
+// reportAnswer counts the tokens of an answered request, as the final
+// answer's usage reported them.
+func (c *Coordinator) reportAnswer(api string, rc *steps.RequestContext, a *answerSink, err error) {
+	if err == nil && a.usage.seen {
+		c.metrics.Tokens(api, rc.Model, a.usage.prompt, a.usage.completion)
+	}
 }

@@ -90,7 +90,10 @@ func BenchmarkTracingCost(b *testing.B) {
 	}
 	b.Run("off", run)
 	b.Run("on", func(b *testing.B) {
-		tp := service.NewTracerProvider(discardExporter{}, config.Default().Tracing)
+		tp, err := service.NewTracerProvider(discardExporter{}, config.Default().Tracing)
+		if err != nil {
+			b.Fatal(err)
+		}
 		prev := otel.GetTracerProvider()
 		otel.SetTracerProvider(tp)
 		b.Cleanup(func() { otel.SetTracerProvider(prev); _ = tp.Shutdown(context.Background()) })

@@ -29,6 +29,9 @@ import (
 // of its CPU under load. GOGC in the environment still wins.
 const defaultGCPercent = 200
 
+// main exits 2 for bad flags, 1 when the config, the app's construction,
+// its start or its stop fails (one "coordinator: ..." line on stderr with
+// the cause, whatever the log level), 0 after a clean stop.
 func main() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
@@ -41,20 +44,29 @@ func main() {
 	}
 	cfg, err := config.Load(*configPath, os.LookupEnv)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "coordinator: %v\n", err)
-		os.Exit(1)
+		fail(err)
 	}
 	if *verbosity > 0 {
 		cfg.LogLevel = *verbosity
 	}
-	app := fx.New(App(cfg, service.NewLogger(os.Stderr, cfg.LogLevel)))
+	log := service.NewLogger(os.Stderr, cfg.LogLevel)
+	routeLibraryLogs(log)
+	var life *lifeReport
+	app := fx.New(App(cfg, log), fx.Populate(&life))
 	if err := app.Err(); err != nil {
 		// The constructor's own error ("server.tls.cert_file: open ..."),
 		// without fx's chain of the types it was building.
-		fmt.Fprintf(os.Stderr, "coordinator: %v\n", dig.RootCause(err))
-		os.Exit(1)
+		fail(dig.RootCause(err))
 	}
-	app.Run()
+	if err := run(app, life, log); err != nil {
+		fail(err)
+	}
+}
+
+// fail prints the cause of a failed start or stop and exits 1.
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "coordinator: %v\n", err)
+	os.Exit(1)
 }
 
 // stopGrace is what stopping may take past server.shutdown_timeout: the
@@ -80,10 +92,12 @@ func App(cfg config.Config, log *slog.Logger) fx.Option {
 		asyncbroker.Module,
 		service.Module,
 		rest.Module,
-		fx.Invoke(func(lc fx.Lifecycle, ready *service.Readiness, adm *service.Admission) {
+		fx.Provide(newLifeReport),
+		fx.Invoke(func(lc fx.Lifecycle, ready *service.Readiness, adm *service.Admission, life *lifeReport) {
 			lc.Append(fx.Hook{
 				OnStart: func(context.Context) error { ready.Set(true); return nil },
 				OnStop: func(ctx context.Context) error {
+					life.drained, _ = adm.InFlight() // before /readyz says 503
 					ready.Set(false)
 					return adm.Drain(ctx)
 				},

@@ -2,22 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/coordinator-project/coordinator/service"
-	"github.com/coordinator-project/coordinator/service/config"
+	"google.golang.org/protobuf/proto"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -99,64 +98,73 @@ func TestServerTiming(t *testing.T) {
 	assert.NotContains(t, ", "+timing, ", decode;dur=", "decode was still streaming")
 }
 
-// TestTracing runs alone (not in parallel): it installs the process's
-// tracer provider for its duration.
-func TestTracing(t *testing.T) {
-	exporter := tracetest.NewInMemoryExporter()
-	tp := service.NewTracerProvider(exporter, config.Default().Tracing)
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	t.Cleanup(func() {
-		// Tracing off again for the tests that follow. otel's initial
-		// globals are delegates that cannot be set back, so set what
-		// "off" means explicitly: no spans, nothing extracted or injected.
-		otel.SetTracerProvider(noop.NewTracerProvider())
-		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
-		require.NoError(t, tp.Shutdown(context.Background()))
-	})
-
-	s, gw, render := startSim(t, sim.Options{Strict: true})
-	st := startStack(t, gw, render, fullPipeline)
-	inbound := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	resp := st.post(t, "/v1/chat/completions", `{"model":"sim-model","max_tokens":2,"messages":[{"role":"user","content":"trace me"}]}`,
-		http.Header{"Traceparent": {inbound}})
-	require.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp.Body))
-	require.NoError(t, tp.ForceFlush(context.Background()))
-
-	spans := exporter.GetSpans()
-	byName := map[string]tracetest.SpanStub{}
-	for _, sp := range spans {
-		byName[sp.Name] = sp
+// TestTokenMetrics: the usage of each final answer (a JSON answer, a
+// stream's usage chunk, a gRPC tokens answer) is counted by API and model;
+// streams time the gaps between their events; gRPC counts its answer bytes.
+func TestTokenMetrics(t *testing.T) {
+	t.Parallel()
+	_, gw, _ := startSim(t, sim.Options{TokenDelay: 5 * time.Millisecond}) // one event at a time
+	st := startStack(t, gw, "", decodeOnly)
+	sample := func(name, api string) float64 {
+		v, err := strconv.ParseFloat(st.scrape(t, name+`{api="`+api+`",model="sim-model"}`), 64)
+		require.NoError(t, err)
+		return v
 	}
-	root, ok := byName["coordinator.v1.CoordinatorService/Generate"]
-	require.True(t, ok, "a request span: %v", names(spans))
-	assert.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", root.SpanContext.TraceID().String(), "the inbound trace is continued")
-	assert.Equal(t, "00f067aa0ba902b7", root.Parent.SpanID().String())
-	for _, step := range []string{"render", "conditional-decode", "encode", "prefill", "decode"} {
-		sp, ok := byName[step]
-		require.True(t, ok, "a span for step %s: %v", step, names(spans))
-		assert.Equal(t, root.SpanContext.SpanID(), sp.Parent.SpanID(), "step %s hangs off the request", step)
-	}
-	prefillLeg := byName["leg prefill"]
-	assert.Equal(t, byName["prefill"].SpanContext.SpanID(), prefillLeg.Parent.SpanID(), "the leg hangs off its step")
-	assert.Equal(t, trace.SpanKindClient, prefillLeg.SpanKind)
 
-	// The prefill worker got the leg span's own traceparent, in place of
-	// the client's (one header line, not two).
-	for _, leg := range s.Legs() {
-		if leg.Profile == "prefill" {
-			assert.Equal(t, []string{"00-4bf92f3577b34da6a3ce929d0e0e4736-" + prefillLeg.SpanContext.SpanID().String() + "-01"},
-				leg.Header.Values("Traceparent"))
+	resp := st.post(t, "/v1/chat/completions", `{"model":"sim-model","max_tokens":4,"messages":[{"role":"user","content":"count my tokens"}]}`, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var answer struct {
+		Usage struct {
+			PromptTokens float64 `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(readAll(t, resp.Body)), &answer))
+	require.Positive(t, answer.Usage.PromptTokens)
+	assert.Equal(t, answer.Usage.PromptTokens, sample("coordinator_prompt_tokens_total", "rest"))
+	assert.Equal(t, 4.0, sample("coordinator_generation_tokens_total", "rest"))
+
+	// A stream with its usage chunk; its events are timed.
+	resp = st.post(t, "/v1/chat/completions", `{"model":"sim-model","max_tokens":5,"stream":true,"stream_options":{"include_usage":true},`+
+		`"messages":[{"role":"user","content":"count my tokens"}]}`, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	readAll(t, resp.Body)
+	require.Eventually(t, func() bool { return sample("coordinator_generation_tokens_total", "rest") == 9 }, 5*time.Second, 10*time.Millisecond)
+	assert.Equal(t, 2*answer.Usage.PromptTokens, sample("coordinator_prompt_tokens_total", "rest"))
+	gaps, err := strconv.Atoi(st.scrape(t, `coordinator_inter_token_latency_seconds_count{api="rest",endpoint="chat"}`))
+	require.NoError(t, err)
+	assert.Positive(t, gaps, "a gap before each event after the first batch")
+
+	// gRPC tokens in, tokens out.
+	client := coordinatorv1.NewCoordinatorServiceClient(st.conn)
+	out, err := client.Generate(context.Background(), &coordinatorv1.GenerateRequest{Input: &coordinatorv1.GenerateRequest_Tokens{
+		Tokens: &coordinatorv1.TokensRequest{Model: "sim-model", TokenIds: []uint32{1, 2, 3}, Sampling: &coordinatorv1.SamplingParams{MaxTokens: proto.Uint32(2)}}}})
+	require.NoError(t, err)
+	assert.Equal(t, 3.0, sample("coordinator_prompt_tokens_total", "grpc"))
+	assert.Equal(t, float64(out.GetTokens().GetUsage().GetCompletionTokens()), sample("coordinator_generation_tokens_total", "grpc"))
+	assert.NotEqual(t, "0", st.scrape(t, `coordinator_body_bytes_total{api="grpc",direction="out"}`))
+}
+
+// TestMetricsPassPromtool feeds /metrics, after some traffic, to
+// `promtool check metrics` (Debian's prometheus package, which
+// .ci/test-deps installs; skipped outside CI where it is missing).
+func TestMetricsPassPromtool(t *testing.T) {
+	t.Parallel()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("promtool is not installed: .ci/test-deps installs Debian's prometheus package")
 		}
+		t.Skip("promtool not installed (apt-get install prometheus)")
 	}
+	_, gw, render := startSim(t, sim.Options{})
+	st := startStack(t, gw, render, fullPipeline)
+	resp := st.post(t, "/v1/chat/completions", chatBody, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp.Body))
+	metrics, err := st.client.Get(st.restURL + "/metrics")
+	require.NoError(t, err)
+	defer metrics.Body.Close()
+	cmd := exec.CommandContext(t.Context(), promtool, "check", "metrics")
+	cmd.Stdin = metrics.Body
+	out, err := cmd.CombinedOutput()
+	assert.NoError(t, err, "promtool check metrics:\n%s", out)
 }
-
-func names(spans tracetest.SpanStubs) []string {
-	out := make([]string, len(spans))
-	for i, s := range spans {
-		out[i] = s.Name
-	}
-	return out
-}
-
-var _ sdktrace.SpanExporter = (*tracetest.InMemoryExporter)(nil)

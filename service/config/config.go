@@ -39,26 +39,52 @@ type Config struct {
 }
 
 // Tracing configures OpenTelemetry tracing: a span per request, per step
-// and per leg, exported with OTLP. Off by default, and free when off. The
-// standard OTEL_EXPORTER_OTLP_* environment variables apply as well.
+// and per leg, exported with OTLP. Off by default, and free when off.
+//
+// Each key means what its OpenTelemetry environment variable means (named
+// in its doc) and wins over it; a key left unset leaves the variable, then
+// the OpenTelemetry default, in charge (service/tracing.go resolves them).
 type Tracing struct {
-	// Enabled turns tracing on. Key tracing.enabled, default false.
+	// Enabled turns tracing on. Key tracing.enabled, default false; unset,
+	// OTEL_TRACES_EXPORTER=otlp turns it on too.
 	Enabled bool `param:"enabled"`
-	// Protocol is the OTLP transport: "grpc" or "http". Key
-	// tracing.protocol, default grpc.
+	// Protocol is the OTLP transport: "grpc" or "http/protobuf" ("http"
+	// is taken for it). Key tracing.protocol; unset:
+	// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, OTEL_EXPORTER_OTLP_PROTOCOL, else
+	// grpc.
 	Protocol string `param:"protocol"`
-	// Endpoint is the collector's host:port (grpc) or URL (http); empty
-	// uses OTEL_EXPORTER_OTLP_ENDPOINT or the OTLP default. Key
-	// tracing.endpoint.
+	// Endpoint is the collector's base URL, OTEL_EXPORTER_OTLP_ENDPOINT's
+	// twin: over http/protobuf "/v1/traces" is appended to its path (a URL
+	// that already ends in /v1/traces is used as it is); grpc takes a URL
+	// or host:port. Key tracing.endpoint; unset: the environment, else
+	// localhost:4317 (grpc) or http://localhost:4318/v1/traces.
 	Endpoint string `param:"endpoint"`
-	// Insecure sends without TLS. Key tracing.insecure, default false.
+	// TracesEndpoint is the full URL spans are sent to, used as given,
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT's twin; it wins over Endpoint.
+	// Key tracing.traces_endpoint.
+	TracesEndpoint string `param:"traces_endpoint"`
+	// Insecure sends without TLS to a host:port endpoint (a URL's scheme
+	// decides for itself), OTEL_EXPORTER_OTLP_INSECURE's twin. Key
+	// tracing.insecure, default false.
 	Insecure bool `param:"insecure"`
+	// Headers are sent with every export (an API key),
+	// OTEL_EXPORTER_OTLP_HEADERS's twin. Key tracing.headers, a map of
+	// names to values; not settable by COORDINATOR_* variables.
+	Headers map[string]string `param:"headers"`
+	// Timeout bounds one export, OTEL_EXPORTER_OTLP_TIMEOUT's twin. Key
+	// tracing.timeout; unset: the environment, else 10s.
+	Timeout time.Duration `param:"timeout"`
 	// SampleRatio is the share of new traces sampled, 0 to 1; a request
-	// that arrives with a sampled traceparent is always traced. Key
-	// tracing.sample_ratio, default 1.
-	SampleRatio float64 `param:"sample_ratio"`
-	// ServiceName is the service.name resource attribute. Key
-	// tracing.service_name, default "coordinator".
+	// that arrives with a traceparent follows its sampled flag. Setting it
+	// means OTEL_TRACES_SAMPLER=parentbased_traceidratio with
+	// OTEL_TRACES_SAMPLER_ARG=SampleRatio. Key tracing.sample_ratio;
+	// unset: OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, else
+	// parentbased_always_on.
+	SampleRatio *float64 `param:"sample_ratio"`
+	// ServiceName is the service.name resource attribute,
+	// OTEL_SERVICE_NAME's twin. Key tracing.service_name; unset:
+	// OTEL_SERVICE_NAME, then service.name in OTEL_RESOURCE_ATTRIBUTES
+	// (whose other attributes always apply), else "coordinator".
 	ServiceName string `param:"service_name"`
 }
 
@@ -220,7 +246,6 @@ func Default() Config {
 			Retry:               upstream.DefaultRetry,
 		},
 		Pipeline: Pipeline{UseOpenAIFormat: true},
-		Tracing:  Tracing{Protocol: "grpc", SampleRatio: 1, ServiceName: "coordinator"},
 	}
 }
 
@@ -251,12 +276,20 @@ func (c Config) Validate() error {
 
 func (t Tracing) validate() error {
 	switch {
-	case t.Protocol != "grpc" && t.Protocol != "http":
-		return fmt.Errorf(`tracing.protocol: must be "grpc" or "http", got %q`, t.Protocol)
-	case t.SampleRatio < 0 || t.SampleRatio > 1:
-		return fmt.Errorf("tracing.sample_ratio: must be between 0 and 1, got %v", t.SampleRatio)
-	case t.ServiceName == "":
-		return errors.New("tracing.service_name: required")
+	case t.Protocol != "" && t.Protocol != "grpc" && t.Protocol != "http" && t.Protocol != "http/protobuf":
+		return fmt.Errorf(`tracing.protocol: must be "grpc" or "http/protobuf", got %q`, t.Protocol)
+	case t.SampleRatio != nil && (*t.SampleRatio < 0 || *t.SampleRatio > 1):
+		return fmt.Errorf("tracing.sample_ratio: must be between 0 and 1, got %v", *t.SampleRatio)
+	case t.Timeout < 0:
+		return fmt.Errorf("tracing.timeout: must not be negative, got %s", t.Timeout)
+	}
+	for _, key := range []struct{ name, url string }{{"tracing.endpoint", t.Endpoint}, {"tracing.traces_endpoint", t.TracesEndpoint}} {
+		if key.url == "" || !strings.Contains(key.url, "://") {
+			continue // host:port, for grpc
+		}
+		if u, err := url.Parse(key.url); err != nil || u.Host == "" {
+			return fmt.Errorf("%s: must be a URL with a host or host:port, got %q", key.name, key.url)
+		}
 	}
 	return nil
 }

@@ -158,7 +158,8 @@ func TestParseDefaults(t *testing.T) {
 			Timeout:             60 * time.Second,
 		}),
 		Pipeline: config.Pipeline{UseOpenAIFormat: true},
-		Tracing:  config.Tracing{Protocol: "grpc", SampleRatio: 1, ServiceName: "coordinator"},
+		// Tracing keys left unset: the OTEL_* variables decide (service/tracing.go).
+		Tracing: config.Tracing{},
 	}, config.Default(), "the defaults of compat §2.2, and tracing off")
 }
 
@@ -213,6 +214,15 @@ func TestEnvOverrides(t *testing.T) {
 			name: "kv connector absent from the file",
 			vars: map[string]string{"COORDINATOR_PIPELINE_KV_CONNECTOR": "kv-nixl"},
 			want: func(c *config.Config) { c.Pipeline.KVConnector = "kv-nixl" },
+		},
+		{
+			name: "an optional number: tracing sample ratio",
+			vars: map[string]string{"COORDINATOR_TRACING_SAMPLE_RATIO": "0.25", "COORDINATOR_TRACING_PROTOCOL": "http/protobuf"},
+			want: func(c *config.Config) {
+				r := 0.25
+				c.Tracing.SampleRatio = &r
+				c.Tracing.Protocol = "http/protobuf"
+			},
 		},
 		{
 			name: "ec connector",
@@ -391,7 +401,8 @@ func TestParseErrors(t *testing.T) {
 		},
 
 		// Decoding.
-		{name: "tracing protocol", yaml: minimal + "tracing: {enabled: true, protocol: zipkin}", err: `tracing.protocol: must be "grpc" or "http", got "zipkin"`},
+		{name: "tracing protocol", yaml: minimal + "tracing: {enabled: true, protocol: zipkin}", err: `tracing.protocol: must be "grpc" or "http/protobuf", got "zipkin"`},
+		{name: "tracing endpoint", yaml: minimal + `tracing: {endpoint: "http://"}`, err: `tracing.endpoint: must be a URL with a host or host:port, got "http://"`},
 		{name: "tracing sample ratio", yaml: minimal + "tracing: {sample_ratio: 1.5}", err: "tracing.sample_ratio: must be between 0 and 1, got 1.5"},
 		{name: "unknown root key", yaml: minimal + "bogus: 1", err: `unknown key "bogus" (known: gateway, log_level, pipeline, server, tracing)`},
 		{name: "pipeline key at the root", yaml: minimal + "use_openai_format: false", err: `unknown key "use_openai_format" (known: gateway, log_level, pipeline, server, tracing)`},

@@ -46,8 +46,15 @@ func envStruct(path string, v reflect.Value, lookupEnv func(string) (string, boo
 		if !ok || s == "" {
 			continue
 		}
-		if err := setScalar(f, s); err != nil {
+		target := f
+		if f.Kind() == reflect.Pointer { // an optional scalar: set means present
+			target = reflect.New(f.Type().Elem()).Elem()
+		}
+		if err := setScalar(target, s); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
+		}
+		if f.Kind() == reflect.Pointer {
+			f.Set(target.Addr())
 		}
 	}
 	return nil
@@ -76,6 +83,12 @@ func setScalar(v reflect.Value, s string) error {
 		v.SetBool(b)
 	case v.Kind() == reflect.String:
 		v.SetString(s)
+	case v.Kind() == reflect.Float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("expected a number, got %q", s)
+		}
+		v.SetFloat(f)
 	default:
 		return fmt.Errorf("unsupported field type %s", v.Type())
 	}

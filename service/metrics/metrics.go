@@ -1,5 +1,6 @@
 // Package metrics holds the coordinator's Prometheus metrics: requests,
-// latency and time to first token by API and endpoint, steps by outcome,
+// latency, time to first token and between tokens by API and endpoint,
+// prompt and generated tokens by API and model, steps by outcome,
 // legs by phase and upstream status, in-flight requests and streams,
 // conditional-decode hits, prefill fallbacks, refused requests, bytes in
 // and out, TLS file reloads, and the gRPC server's own.
@@ -9,6 +10,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -31,6 +33,10 @@ const (
 // to minutes (a long generation).
 var requestBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 
+// tokenBuckets suit the time between two streamed tokens: a millisecond to
+// a few seconds (a stalled worker).
+var tokenBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2.5, 5}
+
 // stepBuckets suit one step or leg: sub-millisecond to a minute.
 var stepBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
@@ -40,8 +46,13 @@ type Metrics struct {
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	ttft        *prometheus.HistogramVec
+	itl         *prometheus.HistogramVec
+	prompt      *prometheus.CounterVec
+	generated   *prometheus.CounterVec
+	models      *modelLabels
 	steps       *prometheus.HistogramVec
 	legs        *prometheus.HistogramVec
+	retries     *prometheus.CounterVec
 	inFlight    *prometheus.GaugeVec
 	conditional *prometheus.CounterVec
 	fallbacks   *prometheus.CounterVec
@@ -70,6 +81,19 @@ func New() *Metrics {
 			Name: "coordinator_time_to_first_token_seconds", Buckets: requestBuckets,
 			Help: "Time from a request's arrival to the first byte of its answer (the first event of a stream).",
 		}, []string{"api", "endpoint"}),
+		itl: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "coordinator_inter_token_latency_seconds", Buckets: tokenBuckets,
+			Help: "Time between two events of a streamed answer (one per event; the gap before a batch of events that arrived together is shared among them).",
+		}, []string{"api", "endpoint"}),
+		prompt: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinator_prompt_tokens_total",
+			Help: "Prompt tokens of answered requests (the usage of the final answer), by API and model (the first " + strconv.Itoa(maxModels) + " models seen; later ones count as \"other\").",
+		}, []string{"api", "model"}),
+		generated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinator_generation_tokens_total",
+			Help: "Generated (completion) tokens of answered requests (the usage of the final answer), by API and model (as coordinator_prompt_tokens_total).",
+		}, []string{"api", "model"}),
+		models: &modelLabels{seen: map[string]bool{}},
 		steps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "coordinator_step_duration_seconds", Buckets: stepBuckets,
 			Help: "Time spent in each pipeline step, by outcome (ok, done-early, error; skipped steps count with 0).",
@@ -78,6 +102,10 @@ func New() *Metrics {
 			Name: "coordinator_leg_duration_seconds", Buckets: stepBuckets,
 			Help: "Time until a worker or render leg's response headers, by phase and upstream HTTP status (0: no answer).",
 		}, []string{"phase", "status"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinator_leg_retries_total",
+			Help: "Leg attempts past the first (gateway.retry: encode and prefill legs are sent again after a transport failure or a retryable status), by phase.",
+		}, []string{"phase"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "coordinator_in_flight",
 			Help: "Requests being served, by API and kind (request, stream).",
@@ -104,9 +132,104 @@ func New() *Metrics {
 		}, []string{"file_set", "result"}),
 		GRPC: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(requestBuckets))),
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.ttft, m.steps, m.legs, m.inFlight, m.conditional, m.fallbacks, m.rejected, m.bytes, m.tlsReloads, m.GRPC,
+	m.registry.MustRegister(m.requests, m.duration, m.ttft, m.itl, m.prompt, m.generated, m.steps, m.legs, m.retries, m.inFlight, m.conditional, m.fallbacks, m.rejected, m.bytes, m.tlsReloads, m.GRPC,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.initialize()
 	return m
+}
+
+// Label values known before any request, whose series start at 0 so that
+// rates and alerts see them from the first scrape.
+var (
+	apis            = []string{APIREST, APIGRPC}
+	endpoints       = []string{"chat", "completions", "generate"}
+	fallbackReasons = []string{"status_5xx", "transport", "timeout"}
+	fileSets        = []string{"server.tls", "server.grpc_tls", "gateway.tls", "render.tls"}
+	stepOutcomes    = []steps.Outcome{steps.OutcomeOK, steps.OutcomeDoneEarly, steps.OutcomeError, steps.OutcomeSkipped}
+)
+
+// endpointPassthrough is the endpoint label of every relayed REST request
+// (service/rest labels them so, whatever their path).
+const endpointPassthrough = "passthrough"
+
+// initialize creates the series of the known label values at 0: requests
+// by success status, latencies, in-flight, outcomes, fallbacks, refusals,
+// bytes and TLS reloads.
+func (m *Metrics) initialize() {
+	for _, api := range apis {
+		eps := endpoints
+		ok := "OK"
+		if api == APIREST {
+			eps, ok = append(eps[:len(eps):len(eps)], endpointPassthrough), "200"
+		}
+		for _, ep := range eps {
+			m.requests.WithLabelValues(api, ep, ok)
+			m.duration.WithLabelValues(api, ep)
+			m.ttft.WithLabelValues(api, ep)
+			m.itl.WithLabelValues(api, ep)
+		}
+		for _, kind := range []string{"request", "stream"} {
+			m.inFlight.WithLabelValues(api, kind)
+		}
+		for _, dir := range []string{"in", "out"} {
+			m.bytes.WithLabelValues(api, dir)
+		}
+	}
+	for _, r := range []string{"hit", "miss"} {
+		m.conditional.WithLabelValues(r)
+	}
+	for _, phase := range []string{upstream.ProfileEncode, upstream.ProfilePrefill, upstream.ProfileDecode, "render"} {
+		m.retries.WithLabelValues(phase)
+	}
+	for _, r := range fallbackReasons {
+		m.fallbacks.WithLabelValues(r)
+	}
+	for _, r := range []string{RejectedRequests, RejectedStreams, RejectedShuttingDown} {
+		m.rejected.WithLabelValues(r)
+	}
+	for _, fs := range fileSets {
+		for _, r := range []string{"ok", "error"} {
+			m.tlsReloads.WithLabelValues(fs, r)
+		}
+	}
+}
+
+// KnownSteps creates the step duration series of the configured steps, one
+// per outcome, at 0.
+func (m *Metrics) KnownSteps(names []string) {
+	for _, name := range names {
+		for _, o := range stepOutcomes {
+			m.steps.WithLabelValues(name, string(o))
+		}
+	}
+}
+
+// maxModels bounds the model label: the model is the client's to choose,
+// and only the first maxModels distinct models get a series of their own.
+// Tokens are counted only from a worker's answer, so only models the
+// workers serve take a place.
+const maxModels = 32
+
+// modelOther labels the tokens of models past maxModels.
+const modelOther = "other"
+
+// modelLabels hands out the model label values.
+type modelLabels struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (l *modelLabels) label(model string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen[model] {
+		return model
+	}
+	if len(l.seen) >= maxModels {
+		return modelOther
+	}
+	l.seen[model] = true
+	return model
 }
 
 // Handler serves the metrics in the Prometheus text format.
@@ -137,6 +260,24 @@ func (m *Metrics) RequestDone(api, endpoint, status string, d time.Duration) {
 // FirstByte records a request's time to first token.
 func (m *Metrics) FirstByte(api, endpoint string, d time.Duration) {
 	m.ttft.WithLabelValues(api, endpoint).Observe(d.Seconds())
+}
+
+// Tokens counts a request's prompt and generated tokens, as its answer's
+// usage reports them.
+func (m *Metrics) Tokens(api, model string, prompt, generated int64) {
+	label := m.models.label(model)
+	if prompt > 0 {
+		m.prompt.WithLabelValues(api, label).Add(float64(prompt))
+	}
+	if generated > 0 {
+		m.generated.WithLabelValues(api, label).Add(float64(generated))
+	}
+}
+
+// InterToken is the histogram of the time between two events of a
+// streamed answer, in seconds, for a request's API and endpoint.
+func (m *Metrics) InterToken(api, endpoint string) prometheus.Observer {
+	return m.itl.WithLabelValues(api, endpoint)
 }
 
 // Steps records how each step of a request went, and conditional-decode's
@@ -185,6 +326,9 @@ func (m *Metrics) Bytes(api, direction string, n int) {
 // LegDone implements upstream.Observer.
 func (m *Metrics) LegDone(r upstream.LegResult) {
 	m.legs.WithLabelValues(r.Phase, strconv.Itoa(r.StatusCode)).Observe(r.Duration.Seconds())
+	if r.Attempt > 1 {
+		m.retries.WithLabelValues(r.Phase).Inc()
+	}
 }
 
 // TLSReload implements tlsfiles.Observer.

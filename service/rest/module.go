@@ -59,11 +59,11 @@ func NewServer(h http.Handler, cfg config.Server) *http.Server {
 }
 
 // serveHTTP listens at start (a busy port fails startup), over TLS when
-// server.tls is set. At stop, after the Admission drain ended the inference
+// server.tls is set, each request traced (tracing.go). At stop, after the Admission drain ended the inference
 // calls, it closes the listener and the idle connections and lets the
 // requests left end for up to service.StopGrace, then closes the rest.
 func serveHTTP(lc fx.Lifecycle, h *Handler, cfg config.Config, addrs *service.Addresses, lt *service.ListenerTLS, log *slog.Logger) {
-	srv := NewServer(h, cfg.Server)
+	srv := NewServer(traced(h), cfg.Server)
 	if lt.REST != nil {
 		withTLS(srv, lt.REST, log)
 	}
@@ -74,7 +74,7 @@ func serveHTTP(lc fx.Lifecycle, h *Handler, cfg config.Config, addrs *service.Ad
 				return fmt.Errorf("server.listen_addr: %w", err)
 			}
 			addrs.SetREST(lis.Addr().String())
-			log.Info("rest listening", "addr", lis.Addr().String(), "tls", lt.REST != nil)
+			log.Debug("rest listening", "addr", lis.Addr().String(), "tls", lt.REST != nil)
 			go func() {
 				if err := serveOn(srv, lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error("rest serve", "error", err)

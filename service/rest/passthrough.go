@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -117,7 +115,6 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // the gateway may think long; writes get their own bound
-	ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(r.Header))
 	resp, err := h.pass.gateway.Forward(upstream.WithObserver(ctx, h.metrics), fr)
 	if err != nil {
 		return outcome{in: body.count(), err: h.pass.failed(w, r, id, body.readErr(), err)}

@@ -204,6 +204,13 @@ func (c *Client) Post(ctx context.Context, r Request) (*http.Response, error) {
 	if attempts > 1 {
 		span.SetAttributes(attribute.Int("coordinator.attempts", attempts))
 	}
+	if r.Prefer != "" && statusOf(resp, err) == http.StatusPreconditionFailed {
+		// The answer a conditional leg asked for (conditional-decode's
+		// cache miss): recorded, not an error.
+		span.SetAttributes(attribute.Int("http.response.status_code", http.StatusPreconditionFailed))
+		span.End()
+		return nil, err
+	}
 	return endLeg(span, resp, err)
 }
 
