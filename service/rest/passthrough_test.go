@@ -222,7 +222,7 @@ func TestPassthroughBodyCap(t *testing.T) {
 	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 	msg, _, code := openAIError(t, body)
 	assert.Equal(t, http.StatusRequestEntityTooLarge, code)
-	assert.Contains(t, msg, "request body too large (request_id: "+resp.Header.Get("X-Request-Id")+")")
+	assert.Equal(t, "request body too large: content-length 4097 exceeds the limit of 4096 bytes (request_id: "+resp.Header.Get("X-Request-Id")+")", msg)
 	assert.Zero(t, hits.Load(), "an announced oversized body never reaches the gateway")
 	assert.True(t, resp.Close, "past the cap the connection closes rather than read the rest")
 
