@@ -154,11 +154,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	} else {
 		st := apierror.FromError(err, rc.RequestID)
 		code = st.Code()
-		level := slog.LevelWarn
-		if code == codes.Canceled {
-			level = slog.LevelInfo
-		}
-		c.log.LogAttrs(ctx, level, "request failed", append(attrs, slog.String("code", code.String()), slog.String("error", err.Error()))...)
+		c.log.LogAttrs(ctx, failureLevel(st), "request failed", append(attrs, slog.String("code", code.String()), slog.String("error", err.Error()))...)
 		span.SetStatus(otelcodes.Error, st.Message())
 		err = st.Err()
 	}
@@ -167,6 +163,15 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 		c.metrics.Bytes(api, "in", len(rc.Body))
 	}
 	return err
+}
+
+// failureLevel is the level a failed request is logged at: info when the
+// client is to blame or went away (a 4xx answer, 499), warning otherwise.
+func failureLevel(st *status.Status) slog.Level {
+	if apierror.HTTPStatus(st) < http.StatusInternalServerError {
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
 }
 
 const headerRequestID = "x-request-id"

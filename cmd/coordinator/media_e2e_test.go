@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -15,7 +18,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/sim"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/media"
@@ -136,4 +142,71 @@ func TestImageFromAPrivateAddressIsRefused(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, out)
 	assert.Contains(t, out, "image 0")
 	assert.Empty(t, s.Legs(), "nothing reaches render or a worker")
+}
+
+// TestImageHostThatDoesNotResolveIsTheClients: an image URL whose host is
+// a numeric form that is not an address, or a name that does not exist,
+// is a 400 (INVALID_ARGUMENT) naming the host and the part, logged at
+// info only: the client's mistake, not an incident.
+func TestImageHostThatDoesNotResolveIsTheClients(t *testing.T) {
+	t.Parallel()
+	s, gw, render := startSim(t, sim.Options{Strict: true})
+	var logs syncBuffer
+	st := startStackLogged(t, nil, &logs, gw, render, mediaPipeline) // the production policy and resolver
+	client := coordinatorv1.NewCoordinatorServiceClient(st.conn)
+	tests := []struct{ host, why string }{
+		{host: "127.1", why: "is not valid"},
+		{host: "0x7f000001", why: "is not valid"},
+		{host: "017700000001", why: "is not valid"},
+		{host: "nonexistent.invalid", why: "does not resolve"},
+	}
+	for i, tt := range tests {
+		restID, grpcID := fmt.Sprint("rest-", i), fmt.Sprint("grpc-", i)
+		body := `{"model":"sim-model","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://` + tt.host + `/a.png"}}]}]}`
+		want := `downloading image 0: host "` + tt.host + `" ` + tt.why
+		where := "(in messages[0].content[0].image_url.url)"
+
+		resp := st.post(t, "/v1/chat/completions", body, http.Header{"X-Request-Id": {restID}})
+		out := readAll(t, resp.Body)
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, out)
+		msg, typ, _ := openAIError(t, out)
+		assert.Contains(t, msg, want)
+		assert.Contains(t, msg, where)
+		assert.Equal(t, "invalid_request_error", typ)
+
+		_, err := client.Generate(context.Background(), chatRequest(grpcID, body))
+		st := status.Convert(err)
+		assert.Equal(t, codes.InvalidArgument, st.Code(), st.Message())
+		assert.Contains(t, st.Message(), want)
+		assert.Contains(t, st.Message(), where)
+
+		for _, id := range []string{restID, grpcID} {
+			levels := logLevels(t, logs.String(), id)
+			assert.NotEmpty(t, levels, id)
+			for _, l := range levels {
+				assert.Contains(t, []string{"INFO", "DEBUG"}, l, "%s: logged at %s", id, l)
+			}
+		}
+	}
+	assert.Empty(t, s.Legs(), "nothing reaches render or a worker")
+}
+
+// logLevels lists the level of each log line about request id.
+func logLevels(t *testing.T, logs, id string) []string {
+	t.Helper()
+	var levels []string
+	for _, line := range strings.Split(logs, "\n") {
+		if line == "" {
+			continue
+		}
+		var entry struct {
+			Level     string `json:"level"`
+			RequestID string `json:"request_id"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &entry), line)
+		if entry.RequestID == id || strings.Contains(line, "(request_id: "+id+")") {
+			levels = append(levels, entry.Level)
+		}
+	}
+	return levels
 }

@@ -1,0 +1,56 @@
+package steps_test
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/media"
+)
+
+// nxdomain answers every lookup as DNS does for a name that does not exist.
+type nxdomain struct{}
+
+func (nxdomain) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// An image URL whose host is not an address or does not resolve is the
+// client's: invalid request (400) naming the image, its part and the host,
+// and no download is tried. With the production step (system resolver,
+// production policy): the numeric forms and .invalid names are refused
+// before any lookup, so nothing here depends on the machine's DNS.
+func TestReplaceMediaURLsHostsThatDoNotResolve(t *testing.T) {
+	t.Parallel()
+	production, err := steps.NewReplaceMediaURLsPlugin().New(nil)
+	require.NoError(t, err)
+	withNXDOMAIN, err := steps.NewReplaceMediaURLsPluginWith(media.WithResolver(nxdomain{})).New(nil)
+	require.NoError(t, err)
+	const at = " (in messages[0].content[1].image_url.url)"
+	const notIPv4 = ` is not valid: an IPv4 address is four decimal numbers (a.b.c.d)`
+	tests := []struct {
+		url  string
+		step steps.Step
+		msg  string
+	}{
+		{url: "http://127.1/a.png", step: production, msg: `downloading image 0: host "127.1"` + notIPv4 + at},
+		{url: "http://0x7f000001/a.png", step: production, msg: `downloading image 0: host "0x7f000001"` + notIPv4 + at},
+		{url: "http://017700000001/a.png", step: production, msg: `downloading image 0: host "017700000001"` + notIPv4 + at},
+		{url: "http://nonexistent.invalid/a.png", step: production, msg: `downloading image 0: host "nonexistent.invalid" does not resolve` + at},
+		{url: "http://no-such-name.test/a.png", step: withNXDOMAIN, msg: `downloading image 0: host "no-such-name.test" does not resolve` + at},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			t.Parallel()
+			rc := mediaContext(mediaChatBody(`{"type":"text","text":"look"}`, mediaImagePart(tt.url)))
+			err := execMedia(tt.step, rc)
+			require.ErrorIs(t, err, steps.ErrInvalidRequest)
+			assert.Equal(t, "invalid request: "+tt.msg, err.Error())
+		})
+	}
+}
