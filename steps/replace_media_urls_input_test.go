@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -52,5 +53,24 @@ func TestReplaceMediaURLsHostsThatDoNotResolve(t *testing.T) {
 			require.ErrorIs(t, err, steps.ErrInvalidRequest)
 			assert.Equal(t, "invalid request: "+tt.msg, err.Error())
 		})
+	}
+}
+
+// A data URI whose payload is not base64 as vLLM decodes it is refused,
+// naming the part and the offset in the URL of the first bad byte.
+func TestReplaceMediaURLsInvalidBase64(t *testing.T) {
+	t.Parallel()
+	huge := "data:image/png;base64," + strings.Repeat("*", 40<<20)
+	tests := []struct{ url, msg string }{
+		{url: "data:image/png;base64,!!!", msg: `parsing data URI at message 0 part 1: invalid base64 at offset 22: "!" is not in the base64 alphabet (A-Z a-z 0-9 + /) (in messages[0].content[1].image_url.url)`},
+		{url: huge, msg: `parsing data URI at message 0 part 1: invalid base64 at offset 22: "*" is not in the base64 alphabet (A-Z a-z 0-9 + /) (in messages[0].content[1].image_url.url)`},
+		{url: "data:image/png;base64,QUJDQQ", msg: "parsing data URI at message 0 part 1: invalid base64 at offset 28: length 6 is not a multiple of 4 (padding missing?) (in messages[0].content[1].image_url.url)"},
+	}
+	for _, tt := range tests {
+		rc := mediaContext(mediaChatBody(`{"type":"text","text":"look"}`, mediaImagePart(tt.url)))
+		err := execMedia(newReplaceMedia(t, nil), rc)
+		require.ErrorIs(t, err, steps.ErrInvalidRequest)
+		assert.Equal(t, "invalid request: "+tt.msg, err.Error())
+		assert.Empty(t, rc.Multimodal)
 	}
 }

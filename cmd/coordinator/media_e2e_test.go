@@ -210,3 +210,29 @@ func logLevels(t *testing.T, logs, id string) []string {
 	}
 	return levels
 }
+
+// TestInvalidBase64ImageIsRefused: a data: image whose payload is not
+// base64 is a 400 (INVALID_ARGUMENT) naming the part and the offset,
+// before any leg, whether three bad bytes or a 40 MB run of them.
+func TestInvalidBase64ImageIsRefused(t *testing.T) {
+	t.Parallel()
+	s, gw, render := startSim(t, sim.Options{Strict: true})
+	st := startStackEnv(t, map[string]string{"COORDINATOR_SERVER_MAX_REQUEST_BODY_SIZE": "64"}, gw, render, mediaPipeline)
+	client := coordinatorv1.NewCoordinatorServiceClient(st.conn)
+	for _, payload := range []string{"!!!", strings.Repeat("*", 40<<20)} {
+		body := `{"model":"sim-model","messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + payload + `"}}]}]}`
+		want := `invalid base64 at offset 22: "` + payload[:1] + `" is not in the base64 alphabet (A-Z a-z 0-9 + /) (in messages[0].content[1].image_url.url)`
+
+		resp := st.post(t, "/v1/chat/completions", body, nil)
+		out := readAll(t, resp.Body)
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, out[:min(len(out), 300)])
+		msg, _, _ := openAIError(t, out)
+		assert.Contains(t, msg, want)
+
+		_, err := client.Generate(context.Background(), chatRequest("b64", body))
+		st := status.Convert(err)
+		assert.Equal(t, codes.InvalidArgument, st.Code())
+		assert.Contains(t, st.Message(), want)
+	}
+	assert.Empty(t, s.Legs(), "nothing reaches render or a worker")
+}
