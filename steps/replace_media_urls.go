@@ -19,6 +19,15 @@ import (
 // ReplaceMediaURLsType is the replace-media-urls step's config name.
 const ReplaceMediaURLsType = "replace-media-urls"
 
+// DefaultMaxMultimodalEntries is max_multimodal_entries' default: the most
+// images one request may carry (each is a download and an encode leg).
+// vLLM's own per-prompt default is 999 per modality (V1), no bound in
+// practice; deployments set --limit-mm-per-prompt per model to single or
+// low double digits, and at the few hundred to few thousand tokens an image
+// takes, 64 images already fill the 32k-128k context of today's vision
+// models. 0 lifts the bound.
+const DefaultMaxMultimodalEntries = 64
+
 // maxDownloadSizeMB is the largest max_download_size, in MB: the cap in
 // bytes plus one must fit an int64.
 const maxDownloadSizeMB = (math.MaxInt64 - 1) / (1 << 20)
@@ -47,7 +56,8 @@ type replaceMediaURLsParams struct {
 	DownloadTimeout time.Duration `param:"download_timeout"`
 	// MaxConcurrentDownloads bounds one request's downloads in flight (default 10).
 	MaxConcurrentDownloads int `param:"max_concurrent_downloads"`
-	// MaxMultimodalEntries refuses requests with more images; 0 is unlimited (default).
+	// MaxMultimodalEntries refuses requests with more images, before any
+	// download (default DefaultMaxMultimodalEntries, 64); 0 is unlimited.
 	MaxMultimodalEntries int `param:"max_multimodal_entries"`
 	// MaxDownloadSize is the largest image downloaded, in MB of 2^20 bytes (default 10).
 	MaxDownloadSize int64 `param:"max_download_size"`
@@ -91,6 +101,7 @@ func NewReplaceMediaURLsPluginWith(opts ...media.Option) Plugin {
 		p := replaceMediaURLsParams{
 			DownloadTimeout:        10 * time.Second,
 			MaxConcurrentDownloads: 10,
+			MaxMultimodalEntries:   DefaultMaxMultimodalEntries,
 			MaxDownloadSize:        10,
 		}
 		if err := params.Decode(raw, &p); err != nil {

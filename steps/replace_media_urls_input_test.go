@@ -74,3 +74,32 @@ func TestReplaceMediaURLsInvalidBase64(t *testing.T) {
 		assert.Empty(t, rc.Multimodal)
 	}
 }
+
+// Without max_multimodal_entries a request may carry
+// steps.DefaultMaxMultimodalEntries images (64), one more is refused
+// before any download; 0 lifts the bound.
+func TestReplaceMediaURLsDefaultEntryLimit(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, 64, steps.DefaultMaxMultimodalEntries)
+	o := newMediaOrigin(t, serveImage("image/png", mediaPNG))
+	parts := func(n int) []string {
+		p := make([]string, n)
+		for i := range p {
+			p[i] = mediaImagePart("data:image/png;base64,AAAA")
+		}
+		return append(p, mediaImagePart(o.URL+"/last.png"))
+	}
+	rc := mediaContext(mediaChatBody(parts(steps.DefaultMaxMultimodalEntries - 1)...))
+	require.NoError(t, execMedia(newReplaceMedia(t, nil), rc), "at the default")
+	assert.Len(t, rc.Multimodal, steps.DefaultMaxMultimodalEntries)
+	require.Equal(t, int32(1), o.hits.Load())
+
+	err := execMedia(newReplaceMedia(t, nil), mediaContext(mediaChatBody(parts(steps.DefaultMaxMultimodalEntries)...)))
+	require.ErrorIs(t, err, steps.ErrInvalidRequest)
+	assert.EqualError(t, err, "invalid request: too many multimodal entries: got 65, max 64")
+	assert.Equal(t, int32(1), o.hits.Load(), "refused before any download")
+
+	rc = mediaContext(mediaChatBody(parts(1000)...))
+	require.NoError(t, execMedia(newReplaceMedia(t, map[string]any{"max_multimodal_entries": 0}), rc), "0 is unlimited")
+	assert.Len(t, rc.Multimodal, 1001)
+}
