@@ -152,9 +152,9 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 		}
 		c.log.LogAttrs(ctx, slog.LevelInfo, "request done", attrs...)
 	} else {
-		st := apierror.FromError(err, rc.RequestID)
+		st, msg, level := failure(ctx, err, rc.RequestID)
 		code = st.Code()
-		c.log.LogAttrs(ctx, failureLevel(st), "request failed", append(attrs, slog.String("code", code.String()), slog.String("error", err.Error()))...)
+		c.log.LogAttrs(ctx, level, msg, append(attrs, slog.String("code", code.String()), slog.String("error", err.Error()))...)
 		span.SetStatus(otelcodes.Error, st.Message())
 		err = st.Err()
 	}
@@ -165,13 +165,21 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	return err
 }
 
-// failureLevel is the level a failed request is logged at: info when the
-// client is to blame or went away (a 4xx answer, 499), warning otherwise.
-func failureLevel(st *status.Status) slog.Level {
-	if apierror.HTTPStatus(st) < http.StatusInternalServerError {
-		return slog.LevelInfo
+// failure is how a failed request is answered and logged: its status,
+// the log message and its level. A request the shutdown drain cut is
+// UNAVAILABLE "server shutting down", whatever its steps made of their
+// cancelled legs, logged at info (every deploy ends some); one the client
+// is to blame for or left (a 4xx answer, 499) is logged at info too, the
+// rest at warning.
+func failure(ctx context.Context, err error, requestID string) (*status.Status, string, slog.Level) {
+	if CutByShutdown(ctx) {
+		return status.New(codes.Unavailable, ErrShuttingDown.Error()+" (request_id: "+requestID+")"), "request cut short by the shutdown", slog.LevelInfo
 	}
-	return slog.LevelWarn
+	st := apierror.FromError(err, requestID)
+	if apierror.HTTPStatus(st) < http.StatusInternalServerError {
+		return st, "request failed", slog.LevelInfo
+	}
+	return st, "request failed", slog.LevelWarn
 }
 
 const headerRequestID = "x-request-id"

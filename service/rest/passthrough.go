@@ -98,6 +98,11 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 			return outcome{}
 		}
 		defer release()
+		defer func() { // before release, while the drain's cause is still actx's
+			if service.CutByShutdown(actx) {
+				h.metrics.ShutdownCut(metrics.APIREST, false)
+			}
+		}()
 		ctx = actx
 	}
 	endInFlight := h.metrics.Begin(metrics.APIREST, false)

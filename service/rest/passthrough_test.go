@@ -434,6 +434,8 @@ func TestPassthroughIsAdmitted(t *testing.T) {
 	// The shutdown's drain waits shutdown_timeout, then ends the request.
 	require.NoError(t, adm.Drain(context.Background()), "the cancelled request ended")
 	assert.Equal(t, http.StatusServiceUnavailable, <-first)
+	assert.Equal(t, 1.0, counter(t, f.metrics, "coordinator_shutdown_cut_total", map[string]string{"api": "rest", "kind": "request"}),
+		"counted as cut by the shutdown")
 	resp, _ = f.do(t, newRequest(t, http.MethodGet, f.url+"/v1/models", nil))
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "refused once draining")
 	assert.Equal(t, int32(1), hits.Load())
