@@ -239,12 +239,11 @@ func TestInvalidBase64ImageIsRefused(t *testing.T) {
 
 // TestTooManyImagesByDefault: past the default max_multimodal_entries
 // (64) a request is a 400 (INVALID_ARGUMENT) naming the count and the
-// limit, before any leg; at it, it is served with one encode leg per image.
+// limit, before any leg with replace-media-urls, before any encode leg
+// without it (render's own bound, on the images it found); at it, it is
+// served with one encode leg per image.
 func TestTooManyImagesByDefault(t *testing.T) {
 	t.Parallel()
-	s, gw, render := startSim(t, sim.Options{Strict: true})
-	st := startStack(t, gw, render, mediaPipeline)
-	client := coordinatorv1.NewCoordinatorServiceClient(st.conn)
 	chat := func(images int) string {
 		parts := make([]string, images)
 		for i := range parts {
@@ -252,25 +251,38 @@ func TestTooManyImagesByDefault(t *testing.T) {
 		}
 		return `{"model":"sim-model","max_tokens":1,"messages":[{"role":"user","content":[` + strings.Join(parts, ",") + `]}]}`
 	}
-	const want = "too many multimodal entries: got 65, max 64"
-	resp := st.post(t, "/v1/chat/completions", chat(65), nil)
-	out := readAll(t, resp.Body)
-	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, out)
-	msg, _, _ := openAIError(t, out)
-	assert.Contains(t, msg, want)
-	_, err := client.Generate(context.Background(), chatRequest("many", chat(65)))
-	st2 := status.Convert(err)
-	assert.Equal(t, codes.InvalidArgument, st2.Code())
-	assert.Contains(t, st2.Message(), want)
-	assert.Empty(t, s.Legs(), "refused before any leg")
-
-	resp = st.post(t, "/v1/chat/completions", chat(64), nil)
-	require.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp.Body))
-	encodes := 0
-	for _, l := range s.Legs() {
-		if l.Profile == "encode" {
-			encodes++
+	profiles := func(s *sim.Sim) map[string]int {
+		n := map[string]int{}
+		for _, l := range s.Legs() {
+			n[l.Profile]++
 		}
+		return n
 	}
-	assert.Equal(t, 64, encodes)
+	for name, pipeline := range map[string]string{"replace-media-urls": mediaPipeline, "render alone": fullPipeline} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, gw, render := startSim(t, sim.Options{Strict: true})
+			st := startStack(t, gw, render, pipeline)
+			client := coordinatorv1.NewCoordinatorServiceClient(st.conn)
+			const want = "too many multimodal entries: got 65, max 64"
+			resp := st.post(t, "/v1/chat/completions", chat(65), nil)
+			out := readAll(t, resp.Body)
+			assert.Equal(t, http.StatusBadRequest, resp.StatusCode, out)
+			msg, _, _ := openAIError(t, out)
+			assert.Contains(t, msg, want)
+			_, err := client.Generate(context.Background(), chatRequest("many", chat(65)))
+			st2 := status.Convert(err)
+			assert.Equal(t, codes.InvalidArgument, st2.Code())
+			assert.Contains(t, st2.Message(), want)
+			assert.Zero(t, profiles(s)["encode"], "refused before any encode leg")
+			if pipeline == mediaPipeline {
+				assert.Empty(t, s.Legs(), "refused before any leg")
+			}
+
+			s.Reset()
+			resp = st.post(t, "/v1/chat/completions", chat(64), nil)
+			require.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp.Body))
+			assert.Equal(t, 64, profiles(s)["encode"])
+		})
+	}
 }
