@@ -286,3 +286,36 @@ func TestTooManyImagesByDefault(t *testing.T) {
 		})
 	}
 }
+
+// TestImageOriginFailureNamesTheImage: an image whose origin answers 404
+// is the origin's fault, a 502 (UNAVAILABLE) as the reference answers, but
+// one that names the image, its part and the origin's status, not an
+// "internal error", and is no ERROR line.
+func TestImageOriginFailureNamesTheImage(t *testing.T) {
+	t.Parallel()
+	origin := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(origin.Close)
+	s, gw, render := startSim(t, sim.Options{Strict: true})
+	var logs syncBuffer
+	st := startStackLogged(t, nil, &logs, gw, render, mediaPipeline, loopbackMedia)
+	body := `{"model":"sim-model","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"` + origin.URL + `/gone.png"}}]}]}`
+	const want = "downloading image 0: HTTP 404 (in messages[0].content[0].image_url.url)"
+
+	resp := st.post(t, "/v1/chat/completions", body, http.Header{"X-Request-Id": {"rest-404"}})
+	out := readAll(t, resp.Body)
+	assert.Equal(t, http.StatusBadGateway, resp.StatusCode, out)
+	msg, typ, _ := openAIError(t, out)
+	assert.Contains(t, msg, want)
+	assert.Equal(t, "api_error", typ)
+
+	_, err := coordinatorv1.NewCoordinatorServiceClient(st.conn).Generate(context.Background(), chatRequest("grpc-404", body))
+	st2 := status.Convert(err)
+	assert.Equal(t, codes.Unavailable, st2.Code())
+	assert.Contains(t, st2.Message(), want)
+	for _, id := range []string{"rest-404", "grpc-404"} {
+		levels := logLevels(t, logs.String(), id)
+		assert.NotEmpty(t, levels)
+		assert.NotContains(t, levels, "ERROR", id)
+	}
+	assert.Empty(t, s.Legs())
+}
