@@ -67,6 +67,7 @@ type Admission struct {
 	rejectedShuttingDown                          prometheus.Counter
 	releaseRequest, releaseStream                 func()
 	pushback                                      metadata.MD
+	metrics                                       *metrics.Metrics
 }
 
 // NewAdmission builds the admission of cfg's limits (0: no limit),
@@ -83,6 +84,7 @@ func NewAdmission(cfg config.Config, m *metrics.Metrics, log *slog.Logger) *Admi
 		rejectedStreams:      m.Rejected(metrics.RejectedStreams),
 		rejectedShuttingDown: m.Rejected(metrics.RejectedShuttingDown),
 		pushback:             metadata.Pairs(headerRetryPushback, strconv.FormatInt(s.RetryAfter.Milliseconds(), 10)),
+		metrics:              m,
 	}
 	a.stopped, a.stop = context.WithCancelCause(context.Background())
 	retry := &errdetails.RetryInfo{RetryDelay: durationpb.New(s.RetryAfter)}
@@ -242,7 +244,7 @@ func (a *Admission) Unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	}
 	defer release()
 	resp, err := handler(ctx, req)
-	return resp, a.cutShort(ctx, err)
+	return resp, a.cutShort(ctx, err, stream)
 }
 
 // Stream is the stream interceptor: Unary for GenerateStream.
@@ -257,16 +259,27 @@ func (a *Admission) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 		return err
 	}
 	defer release()
-	return a.cutShort(ctx, handler(srv, &contextStream{ServerStream: ss, ctx: ctx}))
+	return a.cutShort(ctx, handler(srv, &contextStream{ServerStream: ss, ctx: ctx}), stream)
 }
 
 // cutShort turns the failure of a call the drain cancelled into its
-// UNAVAILABLE status.
-func (a *Admission) cutShort(ctx context.Context, err error) error {
-	if err != nil && errors.Is(context.Cause(ctx), ErrShuttingDown) {
-		return a.shuttingDown.Err()
+// UNAVAILABLE status, and counts it (coordinator_shutdown_cut_total).
+func (a *Admission) cutShort(ctx context.Context, err error, stream bool) error {
+	if err == nil || !CutByShutdown(ctx) {
+		return err
 	}
-	return err
+	api := metrics.APIGRPC
+	if CalledInProcess(ctx) {
+		api = metrics.APIREST
+	}
+	a.metrics.ShutdownCut(api, stream)
+	return a.shuttingDown.Err()
+}
+
+// CutByShutdown reports whether ctx, a context AdmitContext gave out (or
+// one derived from it), was ended by the drain at server.shutdown_timeout.
+func CutByShutdown(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), ErrShuttingDown)
 }
 
 // contextStream is a server stream with a context of its own.

@@ -205,7 +205,7 @@ func TestCutShort(t *testing.T) {
 	require.NoError(t, err)
 	go func() { <-ctx.Done(); release() }()
 	require.NoError(t, a.Drain(context.Background()))
-	err = a.cutShort(ctx, status.FromContextError(ctx.Err()).Err())
+	err = a.cutShort(ctx, status.FromContextError(ctx.Err()).Err(), false)
 	assert.Equal(t, codes.Unavailable, status.Code(err))
 	assert.Equal(t, "server shutting down", status.Convert(err).Message())
 
@@ -215,7 +215,7 @@ func TestCutShort(t *testing.T) {
 	require.NoError(t, err)
 	defer release()
 	cancel()
-	err = b.cutShort(ctx, status.FromContextError(ctx.Err()).Err())
+	err = b.cutShort(ctx, status.FromContextError(ctx.Err()).Err(), false)
 	assert.Equal(t, codes.Canceled, status.Code(err))
 }
 

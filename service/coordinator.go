@@ -8,6 +8,7 @@ package service
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"google.golang.org/grpc"
@@ -151,13 +152,9 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 		}
 		c.log.LogAttrs(ctx, slog.LevelInfo, "request done", attrs...)
 	} else {
-		st := apierror.FromError(err, rc.RequestID)
+		st, msg, level := failure(ctx, err, rc.RequestID)
 		code = st.Code()
-		level := slog.LevelWarn
-		if code == codes.Canceled {
-			level = slog.LevelInfo
-		}
-		c.log.LogAttrs(ctx, level, "request failed", append(attrs, slog.String("code", code.String()), slog.String("error", err.Error()))...)
+		c.log.LogAttrs(ctx, level, msg, append(attrs, slog.String("code", code.String()), slog.String("error", err.Error()))...)
 		span.fail(code, st.Message())
 		err = st.Err()
 	}
@@ -168,6 +165,23 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 		c.metrics.Bytes(api, "out", answer.bytes)
 	}
 	return err
+}
+
+// failure is how a failed request is answered and logged: its status,
+// the log message and its level. A request the shutdown drain cut is
+// UNAVAILABLE "server shutting down", whatever its steps made of their
+// cancelled legs, logged at info (every deploy ends some); one the client
+// is to blame for or left (a 4xx answer, 499) is logged at info too, the
+// rest at warning.
+func failure(ctx context.Context, err error, requestID string) (*status.Status, string, slog.Level) {
+	if CutByShutdown(ctx) {
+		return status.New(codes.Unavailable, ErrShuttingDown.Error()+" (request_id: "+requestID+")"), "request cut short by the shutdown", slog.LevelInfo
+	}
+	st := apierror.FromError(err, requestID)
+	if apierror.HTTPStatus(st) < http.StatusInternalServerError {
+		return st, "request failed", slog.LevelInfo
+	}
+	return st, "request failed", slog.LevelWarn
 }
 
 const headerRequestID = "x-request-id"

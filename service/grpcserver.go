@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"buf.build/go/protovalidate"
@@ -27,7 +28,8 @@ const messageSlack = 1 << 20
 
 // Interceptors is the chain every CoordinatorService call runs through,
 // over the network and in process alike: admission, the slow reader bound
-// (network streams), logging, panic recovery, then protovalidate.
+// (network streams), logging, the declared body size, panic recovery, then
+// protovalidate.
 type Interceptors struct {
 	Unary  grpc.UnaryServerInterceptor
 	Stream grpc.StreamServerInterceptor
@@ -41,6 +43,10 @@ type ChainOptions struct {
 	// StreamWriteTimeout bounds each message of a network stream
 	// (boundSends); 0: no bound.
 	StreamWriteTimeout time.Duration
+	// MaxMessageBytes is the server's message limit: a call whose
+	// content-length metadata declares more than one such message is
+	// refused before it is read (DeclaredBodyTooLarge); 0: no check.
+	MaxMessageBytes int
 }
 
 // NewInterceptors builds the chain.
@@ -75,6 +81,11 @@ func NewInterceptors(log *slog.Logger, opts ChainOptions) (*Interceptors, error)
 		logging.StreamServerInterceptor(logger, logOpts...),
 		recovery.StreamServerInterceptor(recoverOpt),
 		grpcvalidate.StreamServerInterceptor(validator),
+	}
+	if opts.MaxMessageBytes > 0 {
+		limit := declaredLimit(opts.MaxMessageBytes)
+		unary = slices.Insert(unary, 1, declaredSizeUnary(limit))
+		stream = slices.Insert(stream, 2, declaredSizeStream(limit))
 	}
 	if opts.Admission != nil {
 		unary = append([]grpc.UnaryServerInterceptor{opts.Admission.Unary}, unary...)

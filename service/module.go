@@ -92,7 +92,10 @@ func newPipeline(plugins []steps.Plugin, cfg config.Config, lc fx.Lifecycle) (*s
 func knownSteps(m *metrics.Metrics, p *steps.Pipeline) { m.KnownSteps(p.Names()) }
 
 func newInterceptors(log *slog.Logger, adm *Admission, cfg config.Config) (*Interceptors, error) {
-	return NewInterceptors(log, ChainOptions{Admission: adm, StreamWriteTimeout: cfg.Server.StreamWriteTimeout})
+	return NewInterceptors(log, ChainOptions{
+		Admission: adm, StreamWriteTimeout: cfg.Server.StreamWriteTimeout,
+		MaxMessageBytes: int(cfg.Server.MaxRequestBodyBytes()) + messageSlack,
+	})
 }
 
 func newGRPCServer(svc *Coordinator, chain *Interceptors, h *health.Server, m *metrics.Metrics, cfg config.Config, lt *ListenerTLS) *grpc.Server {

@@ -49,6 +49,7 @@ type Render struct {
 	client          *upstream.Client
 	maxTokens       int
 	maxPlaceholders int
+	maxEntries      int
 }
 
 // renderParams are the render step's params.
@@ -72,6 +73,11 @@ type renderParams struct {
 	// MaxTotalPlaceholderTokens rejects prompts whose image placeholders add
 	// up to more tokens (400). 0: unlimited.
 	MaxTotalPlaceholderTokens int `param:"max_total_placeholder_tokens"`
+	// MaxMultimodalEntries rejects a chat whose images render seeded (no
+	// replace-media-urls step before it, D7) when there are more (400),
+	// before any encode leg. 0: unlimited. Default 64, as
+	// replace-media-urls' max_multimodal_entries.
+	MaxMultimodalEntries int `param:"max_multimodal_entries"`
 	// TLS is the https client's CAs, certificate and server name, reloaded
 	// when the files change; only with an https address.
 	TLS tlsfiles.ClientConfig `param:"tls"`
@@ -79,11 +85,12 @@ type renderParams struct {
 
 func defaultRenderParams() renderParams {
 	return renderParams{
-		Timeout:             30 * time.Second,
-		MaxIdleConnsPerHost: 100,
-		IdleConnTimeout:     90 * time.Second,
-		ConnectTimeout:      upstream.DefaultConnectTimeout,
-		Retry:               upstream.DefaultRetry,
+		Timeout:              30 * time.Second,
+		MaxIdleConnsPerHost:  100,
+		IdleConnTimeout:      90 * time.Second,
+		ConnectTimeout:       upstream.DefaultConnectTimeout,
+		Retry:                upstream.DefaultRetry,
+		MaxMultimodalEntries: DefaultMaxMultimodalEntries,
 	}
 }
 
@@ -109,6 +116,8 @@ func (p *renderParams) Validate() error {
 		return fmt.Errorf("max_total_tokens: must not be negative, got %d", p.MaxTotalTokens)
 	case p.MaxTotalPlaceholderTokens < 0:
 		return fmt.Errorf("max_total_placeholder_tokens: must not be negative, got %d", p.MaxTotalPlaceholderTokens)
+	case p.MaxMultimodalEntries < 0:
+		return fmt.Errorf("max_multimodal_entries: must not be negative, got %d", p.MaxMultimodalEntries)
 	case p.TLS.Enabled() && u.Scheme != "https":
 		return fmt.Errorf("tls: set but address %q is not https", p.Address)
 	}
@@ -164,7 +173,7 @@ func NewRenderPlugin(deps RenderDeps) Plugin {
 		if err != nil {
 			return nil, err
 		}
-		return &Render{client: client, maxTokens: p.MaxTotalTokens, maxPlaceholders: p.MaxTotalPlaceholderTokens}, nil
+		return &Render{client: client, maxTokens: p.MaxTotalTokens, maxPlaceholders: p.MaxTotalPlaceholderTokens, maxEntries: p.MaxMultimodalEntries}, nil
 	}}
 }
 
@@ -205,6 +214,9 @@ func (r *Render) chat(ctx context.Context, rc *RequestContext) error {
 	rendered, err := parseImageFeatures(rawFeatures)
 	if err != nil {
 		return fmt.Errorf("render: decode answer: %w", err)
+	}
+	if len(rc.Multimodal) == 0 && r.maxEntries > 0 && len(rendered) > r.maxEntries {
+		return Invalidf("too many multimodal entries: got %d, max %d", len(rendered), r.maxEntries)
 	}
 	entries, err := enrichEntries(rc.Multimodal, rendered)
 	if err != nil {

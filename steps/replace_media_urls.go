@@ -19,6 +19,15 @@ import (
 // ReplaceMediaURLsType is the replace-media-urls step's config name.
 const ReplaceMediaURLsType = "replace-media-urls"
 
+// DefaultMaxMultimodalEntries is max_multimodal_entries' default: the most
+// images one request may carry (each is a download and an encode leg).
+// vLLM's own per-prompt default is 999 per modality (V1), no bound in
+// practice; deployments set --limit-mm-per-prompt per model to single or
+// low double digits, and at the few hundred to few thousand tokens an image
+// takes, 64 images already fill the 32k-128k context of today's vision
+// models. 0 lifts the bound.
+const DefaultMaxMultimodalEntries = 64
+
 // maxDownloadSizeMB is the largest max_download_size, in MB: the cap in
 // bytes plus one must fit an int64.
 const maxDownloadSizeMB = (math.MaxInt64 - 1) / (1 << 20)
@@ -47,7 +56,8 @@ type replaceMediaURLsParams struct {
 	DownloadTimeout time.Duration `param:"download_timeout"`
 	// MaxConcurrentDownloads bounds one request's downloads in flight (default 10).
 	MaxConcurrentDownloads int `param:"max_concurrent_downloads"`
-	// MaxMultimodalEntries refuses requests with more images; 0 is unlimited (default).
+	// MaxMultimodalEntries refuses requests with more images, before any
+	// download (default DefaultMaxMultimodalEntries, 64); 0 is unlimited.
 	MaxMultimodalEntries int `param:"max_multimodal_entries"`
 	// MaxDownloadSize is the largest image downloaded, in MB of 2^20 bytes (default 10).
 	MaxDownloadSize int64 `param:"max_download_size"`
@@ -91,6 +101,7 @@ func NewReplaceMediaURLsPluginWith(opts ...media.Option) Plugin {
 		p := replaceMediaURLsParams{
 			DownloadTimeout:        10 * time.Second,
 			MaxConcurrentDownloads: 10,
+			MaxMultimodalEntries:   DefaultMaxMultimodalEntries,
 			MaxDownloadSize:        10,
 		}
 		if err := params.Decode(raw, &p); err != nil {
@@ -126,10 +137,10 @@ func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) erro
 		return Invalidf("body: %v", err)
 	}
 	var urls []string
-	var where [][2]int // message and content index of each image, for errors
+	var where []imageAt // where each image is, for errors
 	_ = forEachImagePart(obj, func(_ int, p *imagePart) error {
 		urls = append(urls, p.URL)
-		where = append(where, [2]int{p.Message, p.Content})
+		where = append(where, imageAt{p.Message, p.Content})
 		return nil
 	})
 	if len(urls) == 0 {
@@ -148,14 +159,14 @@ func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) erro
 		entries[k].Index = k
 		if !media.IsDataURI(u) {
 			if err := s.downloader.Check(u); err != nil {
-				return Invalidf("downloading image %d: %v", k, err)
+				return Invalidf("downloading image %d: %v%s", k, err, where[k])
 			}
 			downloads = append(downloads, k)
 			continue
 		}
 		mediaType, payload, err := media.ParseDataURI(u)
 		if err != nil {
-			return Invalidf("parsing data URI at message %d part %d: %v", where[k][0], where[k][1], err)
+			return Invalidf("parsing data URI at message %d part %d: %v%s", where[k].message, where[k].content, err, where[k])
 		}
 		entries[k].ContentType, entries[k].Base64Data = mediaType, payload
 	}
@@ -164,7 +175,7 @@ func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) erro
 		return nil
 	}
 
-	images, err := s.downloadAll(ctx, urls, downloads)
+	images, err := s.downloadAll(ctx, urls, where, downloads)
 	if err != nil {
 		return err
 	}
@@ -192,7 +203,8 @@ func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) erro
 // downloadAll downloads urls[k] for each k of ks, at most s.maxConcurrent
 // at a time, and returns the images in ks's order. The first failure
 // cancels the other downloads; it returns once none is left running.
-func (s *ReplaceMediaURLs) downloadAll(parent context.Context, urls []string, ks []int) ([]media.Image, error) {
+// where locates each image, for errors.
+func (s *ReplaceMediaURLs) downloadAll(parent context.Context, urls []string, where []imageAt, ks []int) ([]media.Image, error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	images := make([]media.Image, len(ks))
@@ -218,7 +230,7 @@ launch:
 			img, err := s.downloader.Download(ctx, urls[k])
 			if err != nil {
 				once.Do(func() {
-					firstErr = downloadError(k, err)
+					firstErr = downloadError(k, where[k], err)
 					cancel()
 				})
 				return
@@ -236,18 +248,26 @@ launch:
 	return images, nil
 }
 
-// downloadError names image k in a download's error and sorts out whose
-// fault it is; the context's own errors pass through unchanged.
-func downloadError(k int, err error) error {
+// downloadError names image k, at where, in a download's error and sorts
+// out whose fault it is; the context's own errors pass through unchanged.
+func downloadError(k int, where imageAt, err error) error {
 	var me *media.Error
 	switch {
 	case !errors.As(err, &me):
 		return err
 	case me.ClientFault():
-		return Invalidf("downloading image %d: %v", k, me)
+		return Invalidf("downloading image %d: %v%s", k, me, where)
 	default:
-		return fmt.Errorf("downloading image %d: %w", k, me)
+		return fmt.Errorf("downloading image %d: %w%s", k, me, where)
 	}
+}
+
+// imageAt locates an image part: messages[message].content[content].
+type imageAt struct{ message, content int }
+
+// String is the suffix errors about the image end with.
+func (a imageAt) String() string {
+	return fmt.Sprintf(" (in messages[%d].content[%d].image_url.url)", a.message, a.content)
 }
 
 // dataURIJSON is the JSON string "data:<mediaType>;base64,<b64>". Neither

@@ -43,6 +43,13 @@ func startStack(t testing.TB, gatewayURL, renderURL, extraYAML string, opts ...f
 // startStackEnv is startStack with COORDINATOR_* overrides.
 func startStackEnv(t testing.TB, env map[string]string, gatewayURL, renderURL, extraYAML string, opts ...fx.Option) *stack {
 	t.Helper()
+	return startStackLogged(t, env, nil, gatewayURL, renderURL, extraYAML, opts...)
+}
+
+// startStackLogged is startStackEnv logging to logs at debug level and
+// above (nil: no log).
+func startStackLogged(t testing.TB, env map[string]string, logs io.Writer, gatewayURL, renderURL, extraYAML string, opts ...fx.Option) *stack {
+	t.Helper()
 	yaml := fmt.Sprintf(`
 log_level: 1
 server:
@@ -55,7 +62,11 @@ gateway:
 	cfg, err := config.Parse([]byte(yaml), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	require.NoError(t, err)
 	var addrs *service.Addresses
-	app := fxtest.New(t, App(cfg, service.NewLogger(io.Discard, cfg.LogLevel)), fx.Options(opts...), fx.Populate(&addrs))
+	logger := service.NewLogger(io.Discard, cfg.LogLevel)
+	if logs != nil {
+		logger = service.NewLogger(logs, 4)
+	}
+	app := fxtest.New(t, App(cfg, logger), fx.Options(opts...), fx.Populate(&addrs))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 	conn, err := grpc.NewClient(addrs.GRPC(), grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -15,19 +15,22 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/media"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
 // FromError is the one place a pipeline error becomes what the client
 // sees: a gRPC status, whose code and details HTTPStatus turns into the REST
 // status. Messages carry the request id and never an upstream body, except
-// the decode leg's, which is attached verbatim for relay.
+// the decode leg's, which is attached verbatim for relay. An image origin's
+// failure is UNAVAILABLE with an UpstreamError of leg "image" (REST 502).
 func FromError(err error, requestID string) *status.Status {
 	if s, ok := status.FromError(err); ok && err != nil {
 		return s // already a status (e.g. from request validation)
 	}
 	var se *upstream.StatusError
 	var te *upstream.TransportError
+	var me *media.Error
 	switch {
 	case errors.Is(err, context.Canceled):
 		return status.New(codes.Canceled, "request cancelled")
@@ -45,6 +48,12 @@ func FromError(err error, requestID string) *status.Status {
 		return status.New(codes.InvalidArgument, fmt.Sprintf("%v (request_id: %s)", err, requestID))
 	case errors.As(err, &te):
 		return transportStatus(te, requestID)
+	case errors.As(err, &me) && !me.ClientFault():
+		// An image's origin failed (non-2xx, unreachable, timed out, cut
+		// short): a bad gateway, as the reference answers, whose message
+		// names the image and its part; media errors never quote a body.
+		return withDetail(status.New(codes.Unavailable, fmt.Sprintf("%v (request_id: %s)", err, requestID)),
+			&coordinatorv1.UpstreamError{Leg: legImage})
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.New(codes.DeadlineExceeded, fmt.Sprintf("request timed out (request_id: %s)", requestID))
 	default:
@@ -69,6 +78,9 @@ func transportStatus(te *upstream.TransportError, requestID string) *status.Stat
 	return withDetail(status.New(code, fmt.Sprintf("%s %s (request_id: %s)", te.Leg, what, requestID)),
 		&coordinatorv1.UpstreamError{Leg: te.Leg})
 }
+
+// legImage names an image download in an UpstreamError.
+const legImage = "image"
 
 func withDetail(s *status.Status, d *coordinatorv1.UpstreamError) *status.Status {
 	if ds, err := s.WithDetails(d); err == nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/media"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -57,6 +58,11 @@ func TestFromErrorAndHTTPStatus(t *testing.T) {
 		{name: "leg timeout", err: &upstream.TransportError{Leg: "decode", Err: timeoutErr{}},
 			code: codes.DeadlineExceeded, httpStatus: 504, message: "decode timed out"},
 		{name: "client cancel", err: fmt.Errorf("decode: %w", context.Canceled), code: codes.Canceled, httpStatus: 499},
+		{name: "an image origin's fault is a bad gateway naming the image",
+			err:  fmt.Errorf("step \"replace-media-urls\": downloading image 1: %w (in messages[0].content[2].image_url.url)", &media.Error{Reason: media.ErrStatus}),
+			code: codes.Unavailable, httpStatus: 502, message: "downloading image 1: "},
+		{name: "an image download that timed out too", err: fmt.Errorf("downloading image 0: %w", &media.Error{Reason: media.ErrTimeout}),
+			code: codes.Unavailable, httpStatus: 502, message: "downloading image 0: "},
 		{name: "anything else", err: errors.New("render returned 2 mm_hashes but expected 1"),
 			code: codes.Internal, httpStatus: 502, message: "internal error (request_id: rid)"},
 		{name: "a status passes through", err: status.Error(codes.InvalidArgument, "request_id: bad"), code: codes.InvalidArgument, httpStatus: 400},

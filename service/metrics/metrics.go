@@ -57,6 +57,7 @@ type Metrics struct {
 	conditional *prometheus.CounterVec
 	fallbacks   *prometheus.CounterVec
 	rejected    *prometheus.CounterVec
+	cut         *prometheus.CounterVec
 	bytes       *prometheus.CounterVec
 	tlsReloads  *prometheus.CounterVec
 	// GRPC are the gRPC server's per-method metrics; its interceptors go
@@ -122,6 +123,10 @@ func New() *Metrics {
 			Name: "coordinator_rejected_requests_total",
 			Help: "Inference requests refused before they started, by reason: requests (server.max_concurrent_requests reached, 429), streams (server.max_concurrent_streams reached, 429), shutting_down (503 while draining).",
 		}, []string{"reason"}),
+		cut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coordinator_shutdown_cut_total",
+			Help: "Calls still in flight when the shutdown drain's server.shutdown_timeout ran out, ended UNAVAILABLE \"server shutting down\" (REST 503 or a final SSE error event), by API and kind (request, stream).",
+		}, []string{"api", "kind"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coordinator_body_bytes_total",
 			Help: "Request and answer body bytes by API and direction (in, out).",
@@ -132,7 +137,7 @@ func New() *Metrics {
 		}, []string{"file_set", "result"}),
 		GRPC: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(requestBuckets))),
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.ttft, m.itl, m.prompt, m.generated, m.steps, m.legs, m.retries, m.inFlight, m.conditional, m.fallbacks, m.rejected, m.bytes, m.tlsReloads, m.GRPC,
+	m.registry.MustRegister(m.requests, m.duration, m.ttft, m.itl, m.prompt, m.generated, m.steps, m.legs, m.retries, m.inFlight, m.conditional, m.fallbacks, m.rejected, m.cut, m.bytes, m.tlsReloads, m.GRPC,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.initialize()
 	return m
@@ -153,8 +158,8 @@ var (
 const endpointPassthrough = "passthrough"
 
 // initialize creates the series of the known label values at 0: requests
-// by success status, latencies, in-flight, outcomes, fallbacks, refusals,
-// bytes and TLS reloads.
+// by success status, latencies, in-flight, shutdown cuts, outcomes,
+// fallbacks, refusals, bytes and TLS reloads.
 func (m *Metrics) initialize() {
 	for _, api := range apis {
 		eps := endpoints
@@ -170,6 +175,7 @@ func (m *Metrics) initialize() {
 		}
 		for _, kind := range []string{"request", "stream"} {
 			m.inFlight.WithLabelValues(api, kind)
+			m.cut.WithLabelValues(api, kind)
 		}
 		for _, dir := range []string{"in", "out"} {
 			m.bytes.WithLabelValues(api, dir)
@@ -314,6 +320,16 @@ const (
 // to keep and increment.
 func (m *Metrics) Rejected(reason string) prometheus.Counter {
 	return m.rejected.WithLabelValues(reason)
+}
+
+// ShutdownCut counts a call of api (a stream when stream is true) that the
+// shutdown drain ended at server.shutdown_timeout.
+func (m *Metrics) ShutdownCut(api string, stream bool) {
+	kind := "request"
+	if stream {
+		kind = "stream"
+	}
+	m.cut.WithLabelValues(api, kind).Inc()
 }
 
 // Bytes adds body bytes for an API, direction "in" or "out".

@@ -39,6 +39,8 @@ type Handler struct {
 	// streamWriteTimeout bounds each write of a stream (stream.go); 0: none.
 	streamWriteTimeout time.Duration
 	pass               *passthrough // nil without a gateway to relay to (passthrough.go)
+	// endpoints are the inference routes' metrics labels, by mux pattern.
+	endpoints map[string]string
 }
 
 // NewHandler builds the REST front over a CoordinatorService client.
@@ -56,10 +58,11 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 	if err := coordinatorv1.RegisterCoordinatorServiceHandlerClient(ctx, gw, client); err != nil {
 		return nil, err
 	}
-	h := &Handler{mux: http.NewServeMux(), gateway: gw, client: client, maxBody: maxBody, ready: ready, metrics: m}
-	h.handle("POST /v1/chat/completions", h.inference(coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS))
-	h.handle("POST /v1/completions", h.inference(coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS))
-	h.handle("POST /inference/v1/generate", h.inference(coordinatorv1.Endpoint_ENDPOINT_GENERATE))
+	h := &Handler{mux: http.NewServeMux(), gateway: gw, client: client, maxBody: maxBody, ready: ready, metrics: m,
+		endpoints: make(map[string]string, 3)}
+	h.handleInference("POST /v1/chat/completions", coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS)
+	h.handleInference("POST /v1/completions", coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS)
+	h.handleInference("POST /inference/v1/generate", coordinatorv1.Endpoint_ENDPOINT_GENERATE)
 	h.handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") }))
 	h.handle("GET /readyz", http.HandlerFunc(h.readyz))
 	h.handle("GET /metrics", m.Handler())
@@ -82,8 +85,20 @@ func (h *Handler) handle(pattern string, handler http.Handler) {
 	h.mux.Handle(path, methodNotAllowed(allow))
 }
 
-// ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// handleInference serves an OpenAI route (inference).
+func (h *Handler) handleInference(pattern string, endpoint coordinatorv1.Endpoint) {
+	h.endpoints[pattern] = service.FormatOf(endpoint).String()
+	h.handle(pattern, h.inference(endpoint))
+}
+
+// ServeHTTP implements http.Handler. A body declared past the cap is
+// refused before any route runs (refuseDeclaredBody).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.refuseDeclaredBody(w, r) {
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
 
 func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !h.ready.Ready() {

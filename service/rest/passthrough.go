@@ -88,11 +88,6 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 		writeOpenAIError(w, http.StatusMethodNotAllowed, "CONNECT is not relayed (request_id: "+id+")", "")
 		return outcome{}
 	}
-	if r.ContentLength > h.maxBody {
-		w.Header().Set("Connection", "close") // the announced body is never read
-		writeOpenAIError(w, http.StatusRequestEntityTooLarge, "request body too large (request_id: "+id+")", "")
-		return outcome{}
-	}
 	ctx := r.Context()
 	if a := h.pass.admission; a != nil {
 		actx, release, err := a.AdmitContext(ctx, false)
@@ -101,6 +96,11 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 			return outcome{}
 		}
 		defer release()
+		defer func() { // before release, while the drain's cause is still actx's
+			if service.CutByShutdown(actx) {
+				h.metrics.ShutdownCut(metrics.APIREST, false)
+			}
+		}()
 		ctx = actx
 	}
 	endInFlight := h.metrics.Begin(metrics.APIREST, false)

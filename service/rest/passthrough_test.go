@@ -222,7 +222,7 @@ func TestPassthroughBodyCap(t *testing.T) {
 	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 	msg, _, code := openAIError(t, body)
 	assert.Equal(t, http.StatusRequestEntityTooLarge, code)
-	assert.Contains(t, msg, "request body too large (request_id: "+resp.Header.Get("X-Request-Id")+")")
+	assert.Equal(t, "request body too large: content-length 4097 exceeds the limit of 4096 bytes (request_id: "+resp.Header.Get("X-Request-Id")+")", msg)
 	assert.Zero(t, hits.Load(), "an announced oversized body never reaches the gateway")
 	assert.True(t, resp.Close, "past the cap the connection closes rather than read the rest")
 
@@ -434,6 +434,8 @@ func TestPassthroughIsAdmitted(t *testing.T) {
 	// The shutdown's drain waits shutdown_timeout, then ends the request.
 	require.NoError(t, adm.Drain(context.Background()), "the cancelled request ended")
 	assert.Equal(t, http.StatusServiceUnavailable, <-first)
+	assert.Equal(t, 1.0, counter(t, f.metrics, "coordinator_shutdown_cut_total", map[string]string{"api": "rest", "kind": "request"}),
+		"counted as cut by the shutdown")
 	resp, _ = f.do(t, newRequest(t, http.MethodGet, f.url+"/v1/models", nil))
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "refused once draining")
 	assert.Equal(t, int32(1), hits.Load())

@@ -30,8 +30,10 @@ func IsDataURI(s string) bool {
 // is the text before the first ';', trimmed and lowercased, and must be an
 // allowed image type; one of the parameters must be base64
 // (case-insensitive, anywhere in the list). The payload must be non-empty
-// and is returned as is, not decoded. Errors are *Error with Reason
-// ErrDataURI (ErrNotImage for a media type outside the allowlist).
+// base64 as vLLM decodes it (checkBase64: checked in one pass, not
+// decoded) and is returned as is. Errors are *Error with Reason ErrDataURI
+// (ErrNotImage for a media type outside the allowlist); a bad payload's
+// names the offset in uri of its first bad byte.
 func ParseDataURI(uri string) (mediaType, payload string, err error) {
 	if !IsDataURI(uri) {
 		return "", "", newError(ErrDataURI, "not a data URI")
@@ -58,6 +60,9 @@ func ParseDataURI(uri string) (mediaType, payload string, err error) {
 		return "", "", newError(ErrNotImage, "media type %q is not an allowed image type", truncate(mediaType))
 	case payload == "":
 		return "", "", newError(ErrDataURI, "empty payload")
+	}
+	if off, err := checkBase64(payload); err != nil {
+		return "", "", newError(ErrDataURI, "invalid base64 at offset %d: %v", len(uri)-len(payload)+off, err)
 	}
 	return mediaType, payload, nil
 }

@@ -124,8 +124,9 @@ func New(cfg Config, opts ...Option) (*Downloader, error) {
 func (d *Downloader) CloseIdleConnections() { d.transport.CloseIdleConnections() }
 
 // Check vets rawURL without touching the network: it must parse as an
-// absolute http or https URL with a host, and the host must be an allowed
-// domain. Download runs it too; callers use it to refuse a request before
+// absolute http or https URL with a host that is a name or an IP address
+// written as netip writes it (checkHost), not a name under .invalid, and
+// an allowed domain. Download runs it too; callers use it to refuse a request before
 // starting any download.
 func (d *Downloader) Check(rawURL string) error {
 	_, err := d.check(rawURL)
@@ -155,6 +156,9 @@ func (d *Downloader) checkURL(u *url.URL) error {
 	host := u.Hostname()
 	if host == "" {
 		return newError(ErrInvalidURL, "invalid URL: missing host")
+	}
+	if err := checkHost(host); err != nil {
+		return err
 	}
 	if len(d.domains) > 0 && !d.domains[strings.ToLower(host)] {
 		return newError(ErrDomainNotAllowed, "domain %q is not allowed", truncate(host))

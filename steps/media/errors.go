@@ -11,6 +11,7 @@ var (
 	// Client faults: the request names something the coordinator will not
 	// fetch or accept (HTTP 400).
 	ErrInvalidURL       = errors.New("invalid URL")
+	ErrUnresolvable     = errors.New("host does not resolve")
 	ErrScheme           = errors.New("scheme not allowed")
 	ErrDomainNotAllowed = errors.New("domain not allowed")
 	ErrBlockedAddress   = errors.New("address not allowed")
@@ -50,12 +51,14 @@ func (e *Error) Error() string { return e.msg }
 func (e *Error) Unwrap() error { return e.Reason }
 
 // ClientFault reports whether the request is to blame (a blocked address,
-// a domain not allowed, a bad scheme or URL, too many redirects, too large,
-// not an image, a bad data URI) rather than the origin (a non-2xx answer,
-// a network error, a timeout, a truncated or empty body).
+// a domain not allowed, a bad scheme, URL or host, a name that does not
+// exist, too many redirects, too large, not an image, a bad data URI)
+// rather than the origin (a non-2xx answer, a network error, a lookup that
+// failed for another reason than the name, a timeout, a truncated or
+// empty body).
 func (e *Error) ClientFault() bool {
 	switch e.Reason {
-	case ErrInvalidURL, ErrScheme, ErrDomainNotAllowed, ErrBlockedAddress,
+	case ErrInvalidURL, ErrUnresolvable, ErrScheme, ErrDomainNotAllowed, ErrBlockedAddress,
 		ErrTooManyRedirects, ErrTooLarge, ErrNotImage, ErrDataURI:
 		return true
 	}

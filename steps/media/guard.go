@@ -125,12 +125,9 @@ func (g *guardedDialer) DialContext(ctx context.Context, network, address string
 	if a, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{a}
 	} else {
-		addrs, err = g.resolver.LookupNetIP(ctx, "ip", host)
+		addrs, err = lookup(ctx, g.resolver, host)
 		if err != nil {
 			return nil, err
-		}
-		if len(addrs) == 0 {
-			return nil, fmt.Errorf("lookup %s: no addresses", host)
 		}
 	}
 	// Try each address; a refused one is never connected to. Report a
