@@ -82,9 +82,13 @@ const stopGrace = 4 * service.StopGrace
 // only then do the listeners close (rest, then service). fx's stop timeout
 // leaves stopGrace past the drain.
 func App(cfg config.Config, log *slog.Logger) fx.Option {
+	fxLog := fx.NopLogger
+	if cfg.LogLevel >= 4 {
+		fxLog = fx.WithLogger(func() fxevent.Logger { return &fxevent.SlogLogger{Logger: log} })
+	}
 	return fx.Options(
 		fx.Supply(cfg, log),
-		fx.WithLogger(func() fxevent.Logger { return fxLogger(log) }),
+		fxLog,
 		fx.StopTimeout(cfg.Server.ShutdownTimeout+stopGrace),
 		kv.Module,
 		ec.Module,
@@ -104,13 +108,4 @@ func App(cfg config.Config, log *slog.Logger) fx.Option {
 			})
 		}),
 	)
-}
-
-// fxLogger logs fx's events at debug (log_level 4 and up) and its failures
-// at error, always: a start hook that fails (a busy port, an unreachable
-// Redis) says why before the process exits 1.
-func fxLogger(log *slog.Logger) fxevent.Logger {
-	l := &fxevent.SlogLogger{Logger: log}
-	l.UseLogLevel(slog.LevelDebug)
-	return l
 }

@@ -141,7 +141,7 @@ func TestBinaryStartFailuresSayWhy(t *testing.T) {
 			name: "redis unreachable",
 			config: binaryConfig(freeAddr(t), freeAddr(t), "pipeline:\n  steps:\n    - type: async-broker\n      params:\n        redis_url: redis://"+
 				freeAddr(t)+"\n    - type: decode\n"),
-			want: "coordinator: pipeline.steps[0] (async-broker): redis_url: redis at ",
+			want: "coordinator: start: pipeline.steps[0] (async-broker): redis_url: redis at ",
 		},
 	}
 	for _, tt := range tests {
