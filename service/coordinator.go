@@ -131,6 +131,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	err := c.pipeline.Run(ctx, rc)
 
 	c.metrics.Steps(rc.Timings)
+	c.metrics.PromptTokensBilled(rc.Usage)
 	c.reportPrefill(ctx, rc, err)
 	attrs := []slog.Attr{
 		slog.String("request_id", rc.RequestID),
