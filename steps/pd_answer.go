@@ -143,6 +143,9 @@ var usageKey = []byte(`"usage"`)
 
 // Response implements Sink.
 func (s *clientAnswer) Response(status int, contentType string, body []byte) error {
+	if !s.pd && !bytes.Contains(body, usageKey) {
+		return s.next.Response(status, contentType, body) // nothing to read or change
+	}
 	if obj, err := jsonbody.ParseObject(body); err == nil {
 		changed := false
 		if s.pd {
