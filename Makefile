@@ -89,7 +89,7 @@ lint: $(BUF) ## go vet, staticcheck (pinned in go.mod), gofmt and buf lint.
 
 .PHONY: run
 run: build ## Start the simulator and the coordinator on config/dev.yaml (REST :8080, gRPC :9090).
-	@$(BIN)/coordinator-sim & sim=$$!; trap 'kill $$sim 2>/dev/null' EXIT; \
+	@$(BIN)/coordinator-sim --prompt-tokens-details & sim=$$!; trap 'kill $$sim 2>/dev/null' EXIT; \
 	$(BIN)/coordinator --config config/dev.yaml
 
 ROLLOUT_ADDR ?= 127.0.0.1:9090

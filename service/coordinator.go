@@ -131,7 +131,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	err := refuse(rc, c.pipeline.Run(ctx, rc))
 
 	c.metrics.Steps(rc.Timings)
-	c.reportAnswer(api, rc, answer, err)
+	c.reportAnswer(api, rc, err)
 	c.reportPrefill(ctx, rc, err)
 	attrs := []slog.Attr{
 		slog.String("request_id", rc.RequestID),

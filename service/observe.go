@@ -1,7 +1,6 @@
 package service
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strconv"
@@ -17,7 +16,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -127,8 +125,7 @@ func serverTiming(timings []steps.Timing) string {
 
 // answerSink watches the answer on its way to the client: it calls onFirst
 // before the first byte goes out, counts the bytes, times the gaps between
-// a stream's events (interToken) and keeps the last usage the answer
-// reported. Only a Sink's own goroutine calls it.
+// a stream's events (interToken). Only a Sink's own goroutine calls it.
 type answerSink struct {
 	steps.Sink
 	onFirst    func()
@@ -136,7 +133,6 @@ type answerSink struct {
 	started    bool
 	last       time.Time // when the previous events went out
 	bytes      int
-	usage      usage
 }
 
 func (s *answerSink) first() {
@@ -149,9 +145,6 @@ func (s *answerSink) first() {
 func (s *answerSink) Response(status int, contentType string, body []byte) error {
 	s.first()
 	s.bytes += len(body)
-	if status >= 200 && status < 300 {
-		s.usage.readFrom(body)
-	}
 	return s.Sink.Response(status, contentType, body)
 }
 
@@ -165,7 +158,6 @@ func (s *answerSink) Events(data [][]byte) error {
 			continue
 		}
 		tokens++
-		s.usage.readFrom(d)
 	}
 	if !s.last.IsZero() && tokens > 0 {
 		gap := now.Sub(s.last).Seconds() / float64(tokens)
@@ -177,52 +169,6 @@ func (s *answerSink) Events(data [][]byte) error {
 		s.last = now
 	}
 	return s.Sink.Events(data)
-}
-
-// usage is the token counts an answer reported: the "usage" member of a
-// whole JSON answer, or of a stream's usage chunk (the last one wins: with
-// vLLM's continuous usage stats every chunk carries the running total).
-type usage struct {
-	prompt, completion int64
-	seen               bool
-}
-
-// readFrom takes the usage of one JSON answer or chunk, if it has one that
-// is not null. Chunks without one cost a byte search.
-func (u *usage) readFrom(doc []byte) {
-	i := bytes.Index(doc, []byte(`"usage"`))
-	if i < 0 {
-		return
-	}
-	rest := bytes.TrimLeft(doc[i+len(`"usage"`):], " \t\r\n:")
-	if len(rest) == 0 || rest[0] != '{' {
-		return // null, or "usage" inside a string
-	}
-	obj, err := jsonbody.ParseObject(doc)
-	if err != nil {
-		return
-	}
-	raw, ok := obj.Get("usage")
-	if !ok {
-		return
-	}
-	counts, err := jsonbody.ParseObject(raw)
-	if err != nil {
-		return
-	}
-	p, okP := intMember(counts, "prompt_tokens")
-	c, okC := intMember(counts, "completion_tokens")
-	if okP || okC {
-		u.prompt, u.completion, u.seen = p, c, true
-	}
-}
-
-func intMember(obj *jsonbody.Object, key string) (int64, bool) {
-	raw, ok := obj.Get(key)
-	if !ok {
-		return 0, false
-	}
-	return jsonbody.Int(raw)
 }
 
 type inProcessKey struct{}
@@ -247,10 +193,12 @@ func (t timingsValue) LogValue() slog.Value {
 	return slog.GroupValue(attrs...)
 }
 
-// reportAnswer counts the tokens of an answered request, as the final
-// answer's usage reported them.
-func (c *Coordinator) reportAnswer(api string, rc *steps.RequestContext, a *answerSink, err error) {
-	if err == nil && a.usage.seen {
-		c.metrics.Tokens(api, rc.Model, a.usage.prompt, a.usage.completion)
+// reportAnswer counts the tokens of an answered request as its answer's
+// usage reported them (rc.Usage, recorded by the decode-profile steps).
+func (c *Coordinator) reportAnswer(api string, rc *steps.RequestContext, err error) {
+	if err != nil || !rc.Usage.Reported {
+		return
 	}
+	c.metrics.Tokens(api, rc.Model, rc.Usage.PromptTokens, rc.Usage.CompletionTokens)
+	c.metrics.PromptTokensBilled(rc.Usage)
 }

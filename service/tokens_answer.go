@@ -21,7 +21,8 @@ import (
 //	{"choices": [{"index": 0, "token_ids": [..], "finish_reason": "length" | null,
 //	              "logprobs": null | {"content": [{"token": "token_id:<id>", "logprob": -0.1,
 //	                                               "top_logprobs": [{"token": "token_id:<id>", "logprob": ..}, ..]}, ..]}}],
-//	 "usage": {"prompt_tokens": .., "completion_tokens": .., "total_tokens": ..},
+//	 "usage": {"prompt_tokens": .., "completion_tokens": .., "total_tokens": ..,
+//	           "prompt_tokens_details": null | {"cached_tokens": ..}},
 //	 "prompt_logprobs": null | [null, {"<id>": {"logprob": .., "rank": .., "decoded_token": ..}, ..}, ..]}
 //
 // A small typed encoding/json struct reads it: on a stream event with
@@ -72,9 +73,12 @@ type topLogprob struct {
 }
 
 type generateUsage struct {
-	PromptTokens     uint32 `json:"prompt_tokens"`
-	CompletionTokens uint32 `json:"completion_tokens"`
-	TotalTokens      uint32 `json:"total_tokens"`
+	PromptTokens        uint32 `json:"prompt_tokens"`
+	CompletionTokens    uint32 `json:"completion_tokens"`
+	TotalTokens         uint32 `json:"total_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens *uint32 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
 }
 
 // tokenSpelling is a token of a tokens-in answer, the JSON string
@@ -236,7 +240,11 @@ func (u *generateUsage) proto() *coordinatorv1.Usage {
 	if u == nil {
 		return nil
 	}
-	return &coordinatorv1.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	out := &coordinatorv1.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	if u.PromptTokensDetails != nil {
+		out.CachedTokens = u.PromptTokensDetails.CachedTokens
+	}
+	return out
 }
 
 // tokenID reads vLLM's spelling of a token of a tokens-in request, the

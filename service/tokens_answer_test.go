@@ -85,6 +85,20 @@ func TestParseTokensResponse(t *testing.T) {
 			},
 		},
 		{
+			name: "cached tokens",
+			body: `{"choices":[{"index":0,"token_ids":[1],"finish_reason":"length"}],
+				"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4,"prompt_tokens_details":{"cached_tokens":2}}}`,
+			want: &coordinatorv1.TokensResponse{
+				Choices: []*coordinatorv1.TokensChoice{{TokenIds: []uint32{1}, FinishReason: coordinatorv1.FinishReason_FINISH_REASON_LENGTH}},
+				Usage:   &coordinatorv1.Usage{PromptTokens: 3, CompletionTokens: 1, TotalTokens: 4, CachedTokens: proto.Uint32(2)},
+			},
+		},
+		{
+			name: "details without a count",
+			body: `{"choices":[],"usage":{"prompt_tokens":3,"prompt_tokens_details":{}}}`,
+			want: &coordinatorv1.TokensResponse{Choices: []*coordinatorv1.TokensChoice{}, Usage: &coordinatorv1.Usage{PromptTokens: 3}},
+		},
+		{
 			name: "escaped token spelling",
 			body: `{"choices":[{"index":0,"token_ids":[5],"logprobs":{"content":[{"token":"token_id\u003a5","logprob":-1}]}}]}`,
 			want: &coordinatorv1.TokensResponse{Choices: []*coordinatorv1.TokensChoice{{TokenIds: []uint32{5}, Logprobs: []*coordinatorv1.TokenLogprob{lp(5, -1)}}}},

@@ -80,7 +80,7 @@ func TestTokensStreamSinkMergesOneChoice(t *testing.T) {
 	require.NoError(t, s.Events(events(
 		`{"choices":[{"index":0,"logprobs":{"content":[{"token":"token_id:5","logprob":-0.5,"top_logprobs":[{"token":"token_id:5","logprob":-0.5}]}]},"token_ids":[5]}]}`,
 		`{"choices":[{"index":0,"logprobs":{"content":[{"token":"token_id:6","logprob":-1.5,"top_logprobs":[]}]},"finish_reason":"length","token_ids":[6]}]}`,
-		`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`,
+		`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":1}}}`,
 	)))
 	require.Len(t, f.sent, 1)
 	assertProto(t, &coordinatorv1.GenerateStreamResponse{Chunk: &coordinatorv1.GenerateStreamResponse_Tokens{Tokens: &coordinatorv1.TokensChunk{
@@ -92,7 +92,7 @@ func TestTokensStreamSinkMergesOneChoice(t *testing.T) {
 				{TokenId: 6, Logprob: -1.5},
 			},
 		}},
-		Usage: &coordinatorv1.Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3},
+		Usage: &coordinatorv1.Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3, CachedTokens: proto.Uint32(1)},
 	}}}, f.sent[0])
 }
 

@@ -11,11 +11,39 @@
 // carries vLLM's ChatCompletionLogProbs shape,
 // {"content":[{"token":"token_id:<id>","logprob":..,"bytes":null,
 // "top_logprobs":[k × {"token":"token_id:<id>","logprob":..,"bytes":null}]}]},
-// from [TokenLogprob] and [TopLogprobs]. Chat and completions answers carry
+// from [TokenLogprob] and [TopLogprobs]. Completions with logprobs = k carry
+// vLLM's CompletionLogProbs (text_offset in code points); chat answers carry
 // "logprobs": null. Usage counts the prompt's token IDs, or one token per four
 // bytes of messages/prompt JSON when the body carries none. A request without
 // max_tokens gets [Options.OutputTokens] tokens and finish_reason "stop";
 // with it, exactly max_tokens and "length".
+//
+// # Prefill/decode disaggregation
+//
+// The workers behave as vLLM's do around P/D:
+//
+//   - The prefill pool and the decode pool each keep a bounded prefix cache
+//     of whole 16-token blocks ([PrefixBlockSize]) keyed by model,
+//     cache_salt, image hashes and the prompt's tokens; a repeated prompt
+//     hits its whole blocks, leaving at least the last token to compute.
+//   - A decode request whose kv_transfer_params has do_remote_prefill true
+//     counts every prompt token as cached (its KV came from the prefill
+//     worker) and answers 500 when asked for the prompt's logprobs
+//     (prompt_logprobs, or a completions echo with logprobs): it has the
+//     prompt's KV, not its logits.
+//   - With [Options.PromptTokensDetails] (vLLM's
+//     --enable-prompt-tokens-details) usage carries
+//     prompt_tokens_details.cached_tokens, left out of tokens-in answers when
+//     zero, as vLLM does.
+//   - prompt_logprobs = k (top level; sampling_params for generate) answers
+//     vLLM's prompt_logprobs, null for the first token then {"<id>":
+//     {"logprob", "rank", "decoded_token"}} with the prompt token first, from
+//     [PromptLogprob]: the same values on every pool for the same prompt.
+//     They need token IDs (the workers do not tokenize), are never streamed
+//     and, as vLLM, a chat or completions stream asking for some is 400.
+//   - A completions echo prefixes each choice with the prompt's text (and,
+//     with logprobs, its logprobs); with max_tokens 0 it answers the prompt
+//     alone (vLLM's echo without generation, one hidden token in usage).
 //
 // # Gateway
 //

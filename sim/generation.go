@@ -23,7 +23,21 @@ type generation struct {
 	promptTokens int
 	stream       bool
 	includeUsage bool
-	logprobs     int // top-k of generate logprobs, -1 for none
+	logprobs     int // top-k of generate or completions logprobs, -1 for none
+	// cached is the prompt's prefix-cache hits; details reports them in
+	// usage.prompt_tokens_details (--enable-prompt-tokens-details).
+	cached  int
+	details bool
+	// promptLogprobs is the prompt_logprobs asked for, -1 for none.
+	promptLogprobs int
+	// echo is a completions echo: the prompt's text (echoText) and, with
+	// logprobs, its logprobs come before the generated ones. echoOnly is
+	// an echo with max_tokens 0: the prompt alone.
+	echo, echoOnly bool
+	echoText       string
+	echoK          int // the prompt_logprobs behind an echo's logprobs
+	// sent counts, per choice, the code points a stream has sent.
+	sent []int
 	// kv is the prefill's kv_transfer_params answer (nil on decode).
 	kv json.RawMessage
 	// cut is the fault that cuts the answer after its first part, if any.
@@ -44,12 +58,21 @@ func (s *Sim) newGeneration(call legCall, req *workerRequest, model string) *gen
 		promptTokens: req.promptTokens(),
 		stream:       req.stream(),
 		logprobs:     int(req.logprobs()),
+		details:      s.opts.PromptTokensDetails,
 		cut:          call.fault,
 		delay:        s.opts.TokenDelay,
+	}
+	if !g.stream {
+		g.promptLogprobs = int(req.promptLogprobs())
+	} else {
+		g.promptLogprobs = -1 // no stream carries them
 	}
 	if m := req.maxTokens(); m != nil {
 		g.tokens = int(*m)
 		g.finish = "length"
+	}
+	if req.format == formatCompletions && req.Echo {
+		g.echo, g.echoOnly, g.echoText, g.echoK = true, req.echoOnly(), req.echoText(), int(req.promptLogprobs())
 	}
 	if call.role == roleDecode {
 		g.ttft = s.opts.TTFT
@@ -145,14 +168,27 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int                  `json:"prompt_tokens"`
+	CompletionTokens    int                  `json:"completion_tokens"`
+	TotalTokens         int                  `json:"total_tokens"`
+	PromptTokensDetails *promptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+type promptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 func (g *generation) usage() usage {
 	c := g.tokens * g.n
-	return usage{PromptTokens: g.promptTokens, CompletionTokens: c, TotalTokens: g.promptTokens + c}
+	if g.echoOnly {
+		c = g.n // vLLM runs one token it does not show
+	}
+	u := usage{PromptTokens: g.promptTokens, CompletionTokens: c, TotalTokens: g.promptTokens + c}
+	// As vLLM: chat and completions report a zero count, tokens-in does not.
+	if g.details && (g.format != formatGenerate || g.cached > 0) {
+		u.PromptTokensDetails = &promptTokensDetails{CachedTokens: g.cached}
+	}
+	return u
 }
 
 type chatResponse struct {
@@ -162,6 +198,7 @@ type chatResponse struct {
 	Model            string          `json:"model"`
 	Choices          []chatChoice    `json:"choices"`
 	Usage            usage           `json:"usage"`
+	PromptLogprobs   json.RawMessage `json:"prompt_logprobs,omitempty"`
 	KVTransferParams json.RawMessage `json:"kv_transfer_params,omitempty"`
 }
 
@@ -188,10 +225,11 @@ type completionResponse struct {
 }
 
 type completionChoice struct {
-	Index        int             `json:"index"`
-	Text         string          `json:"text"`
-	Logprobs     json.RawMessage `json:"logprobs"`
-	FinishReason string          `json:"finish_reason"`
+	Index          int             `json:"index"`
+	Text           string          `json:"text"`
+	Logprobs       json.RawMessage `json:"logprobs"`
+	FinishReason   string          `json:"finish_reason"`
+	PromptLogprobs json.RawMessage `json:"prompt_logprobs,omitempty"`
 }
 
 // generateResponse is vLLM's GenerateResponse.
@@ -242,10 +280,14 @@ func (g *generation) text(c int) string {
 // response builds the non-streaming body.
 func (g *generation) response() any {
 	var null = json.RawMessage("null")
+	var promptLogprobs json.RawMessage
+	if g.promptLogprobs >= 0 {
+		promptLogprobs = appendPromptLogprobs(nil, g.prompt, g.promptLogprobs)
+	}
 	switch g.format {
 	case formatChat:
 		r := chatResponse{ID: g.id, Object: "chat.completion", Created: g.created, Model: g.model,
-			Choices: make([]chatChoice, g.n), Usage: g.usage(), KVTransferParams: g.kv}
+			Choices: make([]chatChoice, g.n), Usage: g.usage(), PromptLogprobs: promptLogprobs, KVTransferParams: g.kv}
 		for c := range r.Choices {
 			r.Choices[c] = chatChoice{Index: c, Message: chatMessageOut{Role: "assistant", Content: g.text(c)},
 				Logprobs: null, FinishReason: g.finish}
@@ -255,12 +297,16 @@ func (g *generation) response() any {
 		r := completionResponse{ID: g.id, Object: "text_completion", Created: g.created, Model: g.model,
 			Choices: make([]completionChoice, g.n), Usage: g.usage(), KVTransferParams: g.kv}
 		for c := range r.Choices {
-			r.Choices[c] = completionChoice{Index: c, Text: g.text(c), Logprobs: null, FinishReason: g.finish}
+			r.Choices[c] = completionChoice{Index: c, Text: g.echoText + g.text(c), Logprobs: g.completionLogprobs(c, 0, g.tokens),
+				FinishReason: g.finish, PromptLogprobs: promptLogprobs}
 		}
 		return r
 	}
+	if promptLogprobs == nil {
+		promptLogprobs = null
+	}
 	r := generateResponse{RequestID: g.id, Choices: make([]generateChoice, g.n), Usage: g.usage(),
-		PromptLogprobs: null, KVTransferParams: g.kv, ECTransferParams: null}
+		PromptLogprobs: promptLogprobs, KVTransferParams: g.kv, ECTransferParams: null}
 	for c := range r.Choices {
 		ch := generateChoice{Index: c, FinishReason: &g.finish, TokenIDs: CompletionTokens(g.prompt, g.tokens, c)}
 		if g.logprobs >= 0 {
@@ -290,4 +336,26 @@ func (g *generation) logprob(c, i int) chatLogprob {
 
 func tokenIDString(id uint32) string {
 	return "token_id:" + strconv.FormatUint(uint64(id), 10)
+}
+
+// completionLogprobs is the CompletionLogProbs of choice c's tokens
+// [from, to), the echoed prompt's first when from is 0; null without
+// logprobs. Offsets start at what the choice has sent so far.
+func (g *generation) completionLogprobs(c, from, to int) json.RawMessage {
+	if g.logprobs < 0 {
+		return json.RawMessage("null")
+	}
+	offset := 0
+	if g.sent != nil {
+		offset = g.sent[c]
+	}
+	l := newCompletionLogprobs(offset)
+	if g.echo && from == 0 {
+		l.addPrompt(g.prompt, g.logprobs, g.echoK)
+	}
+	for i := from; i < to; i++ {
+		g.addGenerated(l, c, i)
+	}
+	b, _ := json.Marshal(l) // cannot fail: strings and raw JSON built here
+	return b
 }

@@ -61,6 +61,14 @@ type workerRequest struct {
 	SamplingParams      *samplingParams `json:"sampling_params"`
 	KVTransferParams    json.RawMessage `json:"kv_transfer_params"`
 	ECTransferParams    json.RawMessage `json:"ec_transfer_params"`
+	CacheSalt           string          `json:"cache_salt"`
+	// PromptLogprobs is the top-level prompt_logprobs (chat, completions).
+	PromptLogprobs *int64 `json:"prompt_logprobs"`
+	// Logprobs is the top-level logprobs: a bool for chat, a count for
+	// completions.
+	Logprobs json.RawMessage `json:"logprobs"`
+	// Echo is the completions echo.
+	Echo bool `json:"echo"`
 
 	// Derived by parseWorkerRequest.
 	format     format
@@ -93,11 +101,12 @@ type placeholder struct {
 }
 
 type samplingParams struct {
-	MaxTokens *int64          `json:"max_tokens"`
-	MinTokens json.RawMessage `json:"min_tokens"`
-	N         *int64          `json:"n"`
-	Logprobs  *int64          `json:"logprobs"`
-	ExtraArgs *extraArgs      `json:"extra_args"`
+	MaxTokens      *int64          `json:"max_tokens"`
+	MinTokens      json.RawMessage `json:"min_tokens"`
+	N              *int64          `json:"n"`
+	Logprobs       *int64          `json:"logprobs"`
+	PromptLogprobs *int64          `json:"prompt_logprobs"`
+	ExtraArgs      *extraArgs      `json:"extra_args"`
 }
 
 type extraArgs struct {
@@ -182,7 +191,7 @@ func parseWorkerRequest(f format, body []byte) (*workerRequest, *apiError) {
 	if n := req.choices(); n < 1 || n > maxChoices {
 		return nil, badRequest("n must be between 1 and %d, got %d", maxChoices, n)
 	}
-	if m := req.maxTokens(); m != nil && (*m < 1 || *m > MaxModelLen) {
+	if m := req.maxTokens(); m != nil && (*m < 1 && !req.echoOnly() || *m > MaxModelLen) {
 		return nil, badRequest("max_tokens must be between 1 and %d, got %d", MaxModelLen, *m)
 	}
 	if m := req.maxTokens(); m != nil && *m*req.choices() > maxOutputTokens {
@@ -190,6 +199,9 @@ func parseWorkerRequest(f format, body []byte) (*workerRequest, *apiError) {
 	}
 	if lp := req.logprobs(); lp > maxLogprobs {
 		return nil, badRequest("logprobs must be at most %d, got %d", maxLogprobs, lp)
+	}
+	if err := req.checkPromptLogprobs(); err != nil {
+		return nil, err
 	}
 	return req, nil
 }
@@ -258,12 +270,23 @@ func (req *workerRequest) choices() int64 {
 	return *n
 }
 
-// logprobs is sampling_params.logprobs of a generate request, or -1.
+// logprobs is sampling_params.logprobs of a generate request, or the
+// logprobs count of a completions request; -1 when not asked (chat answers
+// carry no logprobs).
 func (req *workerRequest) logprobs() int64 {
-	if req.format != formatGenerate || req.SamplingParams == nil || req.SamplingParams.Logprobs == nil {
-		return -1
+	switch req.format {
+	case formatCompletions:
+		var n int64
+		if isNull(req.Logprobs) || json.Unmarshal(req.Logprobs, &n) != nil {
+			return -1
+		}
+		return max(0, n)
+	case formatGenerate:
+		if req.SamplingParams != nil && req.SamplingParams.Logprobs != nil {
+			return max(0, *req.SamplingParams.Logprobs)
+		}
 	}
-	return max(0, *req.SamplingParams.Logprobs)
+	return -1
 }
 
 // kvParams is kv_transfer_params where the coordinator puts it for this

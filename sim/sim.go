@@ -43,6 +43,10 @@ type Options struct {
 	OutputTokens int
 	// Strict rejects legs that break the coordinator's wire contract.
 	Strict bool
+	// PromptTokensDetails reports usage.prompt_tokens_details.cached_tokens
+	// (the prefix-cache hits) like vLLM's --enable-prompt-tokens-details.
+	// Default false, as vLLM's.
+	PromptTokensDetails bool
 	// MaxLegs bounds the leg log to the most recent legs. 0 means
 	// [DefaultMaxLegs]; negative disables recording.
 	MaxLegs int
@@ -70,8 +74,10 @@ type Sim struct {
 	prefilled *memory[string, prefillRecord]
 	// served remembers prompt keys the decode or prefill pool has served.
 	served *memory[uint64, struct{}]
-	seed   maphash.Seed
-	nextID atomic.Uint64
+	// prefillCache and decodeCache are the pools' prefix caches.
+	prefillCache, decodeCache *prefixCache
+	seed                      maphash.Seed
+	nextID                    atomic.Uint64
 	// faults counts the legs hit by faults limited to the first n.
 	faults faultCounts
 }
@@ -111,16 +117,21 @@ func New(opts Options) *Sim {
 		prefilled: newMemory[string, prefillRecord](memoryCapacity, func(k string) uint64 {
 			return maphash.String(seed, k)
 		}),
-		served: newMemory[uint64, struct{}](memoryCapacity, func(k uint64) uint64 { return k }),
-		seed:   seed,
+		served:       newMemory[uint64, struct{}](memoryCapacity, func(k uint64) uint64 { return k }),
+		prefillCache: newPrefixCache(),
+		decodeCache:  newPrefixCache(),
+		seed:         seed,
 	}
 }
 
-// Reset forgets the leg log, the prefills and the served prompts.
+// Reset forgets the leg log, the prefills, the served prompts and the
+// prefix caches.
 func (s *Sim) Reset() {
 	s.legs.reset()
 	s.prefilled.reset()
 	s.served.reset()
+	s.prefillCache.reset()
+	s.decodeCache.reset()
 	s.faults.reset()
 }
 

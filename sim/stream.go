@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // writeStream answers with server-sent events, one event per token and
@@ -31,6 +32,12 @@ func (g *generation) writeStream(ctx context.Context, w http.ResponseWriter) {
 
 	head := g.chunkHead()
 	buf := make([]byte, 0, 512)
+	g.sent = make([]int, g.n)
+	if g.echoOnly {
+		for c := range g.n {
+			buf = g.appendEchoEvent(buf, head, c)
+		}
+	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -126,9 +133,16 @@ func (g *generation) appendTokenEvent(b, head []byte, c, i int) []byte {
 		b = append(b, word.json...)
 		b = append(b, `},"logprobs":null,"finish_reason":null}]}`...)
 	case formatCompletions:
+		text := word.text
+		if g.echo && i == 0 {
+			text = g.echoText + text
+		}
 		b = append(b, `,"text":`...)
-		b = append(b, word.json...)
-		b = append(b, `,"logprobs":null,"finish_reason":null}]}`...)
+		b = appendJSONString(b, text)
+		b = append(b, `,"logprobs":`...)
+		b = append(b, g.completionLogprobs(c, i, i+1)...)
+		g.sent[c] += utf8.RuneCountInString(text)
+		b = append(b, `,"finish_reason":null}]}`...)
 	default:
 		b = append(b, `,"logprobs":`...)
 		if g.logprobs >= 0 {
@@ -177,7 +191,27 @@ func (g *generation) appendUsageEvent(b, head []byte) []byte {
 	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
 	b = append(b, `,"total_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
+	if d := u.PromptTokensDetails; d != nil {
+		b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+		b = strconv.AppendInt(b, int64(d.CachedTokens), 10)
+		b = append(b, '}')
+	}
 	return append(b, "}}\n\n"...)
+}
+
+// appendEchoEvent appends the one event of choice c of an echo without
+// generation: the prompt's text and logprobs.
+func (g *generation) appendEchoEvent(b, head []byte, c int) []byte {
+	b = append(b, "data: "...)
+	b = append(b, head...)
+	b = append(b, `,"choices":[{"index":`...)
+	b = strconv.AppendInt(b, int64(c), 10)
+	b = append(b, `,"text":`...)
+	b = appendJSONString(b, g.echoText)
+	b = append(b, `,"logprobs":`...)
+	b = append(b, g.completionLogprobs(c, 0, 0)...)
+	g.sent[c] += utf8.RuneCountInString(g.echoText)
+	return append(b, `,"finish_reason":null}]}`+"\n\n"...)
 }
 
 // appendJSONString appends s as a JSON string literal.

@@ -147,7 +147,7 @@ func TestWorkerStreaming(t *testing.T) {
 			assert.Len(t, got.finish, tc.wantN)
 			if tc.wantUsage {
 				require.NotNil(t, got.usage)
-				assert.Equal(t, usage{tc.wantPrompt, tc.wantTokens * tc.wantN, tc.wantPrompt + tc.wantTokens*tc.wantN}, *got.usage)
+				assert.Equal(t, usage{PromptTokens: tc.wantPrompt, CompletionTokens: tc.wantTokens * tc.wantN, TotalTokens: tc.wantPrompt + tc.wantTokens*tc.wantN}, *got.usage)
 			} else {
 				assert.Nil(t, got.usage)
 			}

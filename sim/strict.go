@@ -21,7 +21,9 @@ import (
 //
 // Prefill and encode legs (the single-token cap):
 //   - max_tokens must be 1 (top level for chat and completions,
-//     sampling_params.max_tokens for generate)
+//     sampling_params.max_tokens for generate); a completions prefill leg
+//     with echo may set 0 (vLLM's echo without generation, which still runs
+//     one token)
 //   - max_completion_tokens and max_output_tokens, when present, must be 1
 //   - stream must be present and false
 //   - no min_tokens (top level or in sampling_params), no stream_options
@@ -96,7 +98,7 @@ func checkCapped(rl role, req *workerRequest) *apiError {
 		if !isNull(sp.MinTokens) {
 			return strictError(name + ruleMinTokens)
 		}
-	} else if req.MaxTokens == nil || *req.MaxTokens != 1 {
+	} else if req.MaxTokens == nil || *req.MaxTokens != 1 && !(rl == rolePrefill && req.echoOnly()) {
 		return strictError(name + ruleMaxTokens)
 	}
 	if req.MaxCompletionTokens != nil && *req.MaxCompletionTokens != 1 {

@@ -92,10 +92,15 @@ type Logprob struct {
 // [TokenLogprob]; the others are distinct, deterministic tokens with strictly
 // lower log probabilities.
 func TopLogprobs(prompt []uint32, choice, position, k int) []Logprob {
+	return topLogprobs(prompt, choice, position, k, wordAt(completionStart(prompt, choice)+position).id)
+}
+
+// topLogprobs is TopLogprobs with the generated token given (chat and
+// completions choices do not start where a tokens-in one does).
+func topLogprobs(prompt []uint32, choice, position, k int, chosen uint32) []Logprob {
 	if k <= 0 {
 		return []Logprob{}
 	}
-	chosen := wordAt(completionStart(prompt, choice) + position).id
 	lp := tokenLogprob64(prompt, choice, position)
 	out := make([]Logprob, 0, k)
 	out = append(out, Logprob{TokenID: chosen, Logprob: float32(lp)})

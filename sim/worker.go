@@ -119,12 +119,38 @@ func (s *Sim) serveLeg(w http.ResponseWriter, r *http.Request, call legCall) {
 			return
 		}
 	}
+	cached, apiErr := s.promptCache(call, req, model)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
 	s.served.put(key, struct{}{})
 	g := s.newGeneration(call, req, model)
+	g.cached = cached
 	if call.role == rolePrefill {
 		g.kv = s.prefillAnswer(call, req)
 	}
 	g.write(r.Context(), w)
+}
+
+// promptCache is how many prompt tokens the leg's worker had cached: a
+// decode worker after a remote prefill counts every token whose KV it
+// received (and, having no prompt logits, fails a request for the prompt's
+// logprobs, as vLLM's decoder does); otherwise the pool's prefix cache
+// answers.
+func (s *Sim) promptCache(call legCall, req *workerRequest, model string) (int, *apiError) {
+	if call.role == roleDecode && req.remotePrefill() {
+		if req.promptLogprobs() >= 0 {
+			return 0, errNoPromptLogits
+		}
+		s.decodeCache.serve(cacheScope(model, req), req.promptUnits())
+		return req.promptTokens(), nil
+	}
+	pool := s.decodeCache
+	if call.role == rolePrefill {
+		pool = s.prefillCache
+	}
+	return pool.serve(cacheScope(model, req), req.promptUnits()), nil
 }
 
 // checkLeg applies the strict rules of the leg's pool.

@@ -111,7 +111,7 @@ func TestWorkerNonStreaming(t *testing.T) {
 			assert.Equal(t, tc.wantText, text)
 			assert.Equal(t, tc.wantFinish, got.Choices[0].FinishReason)
 			assert.JSONEq(t, "null", string(got.Choices[0].Logprobs))
-			assert.Equal(t, usage{tc.wantPrompt, tc.wantCompletion, tc.wantPrompt + tc.wantCompletion}, got.Usage)
+			assert.Equal(t, usage{PromptTokens: tc.wantPrompt, CompletionTokens: tc.wantCompletion, TotalTokens: tc.wantPrompt + tc.wantCompletion}, got.Usage)
 			assert.Empty(t, got.KVTransferParams, "decode answers carry no kv_transfer_params")
 		})
 	}
@@ -151,7 +151,7 @@ func TestWorkerGenerate(t *testing.T) {
 			assert.Equal(t, tc.wantFinish, *c.FinishReason)
 			assert.Nil(t, c.Logprobs)
 			require.NotNil(t, got.Usage)
-			assert.Equal(t, usage{3, tc.wantTokens, 3 + tc.wantTokens}, *got.Usage)
+			assert.Equal(t, usage{PromptTokens: 3, CompletionTokens: tc.wantTokens, TotalTokens: 3 + tc.wantTokens}, *got.Usage)
 			assert.JSONEq(t, "null", string(got.KVTransferParams))
 			assert.JSONEq(t, "null", string(got.ECTransferParams))
 		})

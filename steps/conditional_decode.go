@@ -77,7 +77,8 @@ func (c *ConditionalDecode) Execute(ctx context.Context, rc *RequestContext) err
 		}
 		return err
 	}
-	if err := relay(resp, rc.Sink); err != nil {
+	// No KV came with this answer: its usage goes to the client untouched.
+	if err := relay(resp, answerSink(rc, false)); err != nil {
 		return fmt.Errorf("%s: %w", ConditionalDecodeType, err)
 	}
 	return ErrDone

@@ -86,6 +86,13 @@ type RequestContext struct {
 	// step let decode serve the request alone (its fallback_to_decode);
 	// nil otherwise. The service logs and counts it.
 	PrefillFallback *PrefillFallback
+	// PrefillAnswer is what the prefill worker's answer leaves for the
+	// client's (compat decisions D21 and D22: its prefix-cache hits and
+	// the prompt's logprobs); zero unless PrefillDone.
+	PrefillAnswer PrefillAnswer
+	// Usage is the token usage of the answer the client got, as it is
+	// billed (after D21); the decode and conditional-decode steps set it.
+	Usage Usage
 
 	// Sink receives the client's answer.
 	Sink Sink

@@ -17,8 +17,10 @@ const DecodeType = "decode"
 // Decode is the terminal step: it posts the request to a decode worker
 // through the gateway (EPP-Profile: decode) on the client's original path
 // and relays the answer to the client as it arrives, event by event when
-// the worker streams. A worker's non-2xx answer reaches the client with its
-// status and body unchanged.
+// the worker streams; after a prefill, the answer's usage and prompt
+// logprobs come from the prefill worker (D21, D22: pd_answer.go). A
+// worker's non-2xx answer reaches the client with its status and body
+// unchanged.
 type Decode struct {
 	gateway *upstream.Client
 	kv      kv.Connector
@@ -69,7 +71,7 @@ func (d *Decode) Execute(ctx context.Context, rc *RequestContext) error {
 		}
 		return err
 	}
-	if err := relay(resp, rc.Sink); err != nil {
+	if err := relay(resp, answerSink(rc, rc.PrefillDone)); err != nil {
 		return fmt.Errorf("decode: %w", err)
 	}
 	return ErrDone
@@ -94,8 +96,9 @@ func (d *Decode) body(rc *RequestContext) ([]byte, error) {
 // kv_transfer_params (under sampling_params.extra_args for generate);
 // "tokens" (chat) or "prompt" (completions) only when there are token IDs
 // (D3); with imageUUIDs, each chat image part's "uuid" from its entry's hash
-// when that hash is non-empty (D4). Client fields are kept as sent; with
-// nothing to add the client's body goes out byte for byte.
+// when that hash is non-empty (D4); with kvParams, nothing that asks for the
+// prompt's logprobs (D22). Client fields are kept as sent; with nothing to
+// add the client's body goes out byte for byte.
 func decodeBody(rc *RequestContext, kvParams []byte, imageUUIDs bool) ([]byte, error) {
 	hasTokens := len(rc.TokenIDs) > 0 && rc.Format != FormatGenerate
 	hasHashes := imageUUIDs && rc.Format == FormatChat && anyHash(rc.Multimodal)
@@ -105,6 +108,9 @@ func decodeBody(rc *RequestContext, kvParams []byte, imageUUIDs bool) ([]byte, e
 	obj, err := jsonbody.ParseObject(rc.Body)
 	if err != nil {
 		return nil, Invalidf("body: %v", err)
+	}
+	if kvParams != nil { // after a prefill: the prompt's logprobs are its (D22)
+		dropPromptLogprobs(obj, rc.Format)
 	}
 	switch rc.Format {
 	case FormatChat:

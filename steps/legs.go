@@ -69,6 +69,16 @@ const maxAnswerSize = 64 << 20
 // JSON object is an error (a worker that streamed, say); so is one larger
 // than maxAnswerSize. A 204 answer has no body and so no params.
 func answerParams(resp *http.Response, leg, key string) (json.RawMessage, error) {
+	obj, err := readAnswer(resp, leg)
+	if err != nil || obj == nil {
+		return nil, err
+	}
+	return objectMember(obj, key), nil
+}
+
+// readAnswer reads a leg's 2xx answer as a JSON object and closes it; a 204
+// answer gives nil. The object aliases the body read, nothing else does.
+func readAnswer(resp *http.Response, leg string) (*jsonbody.Object, error) {
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNoContent {
 		return nil, nil
@@ -84,9 +94,15 @@ func answerParams(resp *http.Response, leg, key string) (json.RawMessage, error)
 	if err != nil {
 		return nil, fmt.Errorf("%s: decode answer: %w", leg, err)
 	}
+	return obj, nil
+}
+
+// objectMember is a copy of obj's member key when that is a JSON object,
+// else nil.
+func objectMember(obj *jsonbody.Object, key string) json.RawMessage {
 	raw, ok := obj.Get(key)
 	if !ok || len(raw) == 0 || raw[0] != '{' {
-		return nil, nil
+		return nil
 	}
-	return bytes.Clone(raw), nil
+	return bytes.Clone(raw)
 }

@@ -75,8 +75,8 @@ func NewPrefillPlugin(gateway *upstream.Client, kvs *kv.Set, ecs *ec.Set) Plugin
 }
 
 // Execute implements Step. It sets rc.KVParams (nil when the worker sent no
-// kv_transfer_params object) and rc.PrefillDone, or, when it falls back to
-// decode alone, rc.PrefillFallback.
+// kv_transfer_params object), rc.PrefillAnswer and rc.PrefillDone, or, when
+// it falls back to decode alone, rc.PrefillFallback.
 func (p *Prefill) Execute(ctx context.Context, rc *RequestContext) error {
 	err := p.execute(ctx, rc)
 	if err == nil || !p.fallbackToDecode {
@@ -86,7 +86,7 @@ func (p *Prefill) Execute(ctx context.Context, rc *RequestContext) error {
 	if reason == "" {
 		return err
 	}
-	rc.KVParams, rc.PrefillDone = nil, false
+	rc.KVParams, rc.PrefillDone, rc.PrefillAnswer = nil, false, PrefillAnswer{}
 	rc.PrefillFallback = &PrefillFallback{Reason: reason, Err: err}
 	return nil
 }
@@ -118,11 +118,11 @@ func (p *Prefill) execute(ctx context.Context, rc *RequestContext) error {
 	if err != nil {
 		return err
 	}
-	kvAnswer, err := answerParams(resp, PrefillType, keyKVTransferParams)
+	kvAnswer, answer, err := readPrefillAnswer(resp, format)
 	if err != nil {
 		return err
 	}
-	rc.KVParams = kvAnswer
+	rc.KVParams, rc.PrefillAnswer = kvAnswer, answer
 	rc.PrefillDone = true
 	return nil
 }
@@ -168,7 +168,8 @@ func fallbackReason(ctx context.Context, err error) string {
 }
 
 // prefillBody writes the prefill leg in format f. kvParams is always sent;
-// ecParams only when non-nil.
+// ecParams only when non-nil. The prompt's logprobs are asked here, of the
+// prefill leg only (D22, pd_request.go).
 //
 //   - chat: the client's body, capped to one token, with "tokens" (token
 //     IDs and features without tensors; only when there are token IDs,
@@ -182,6 +183,10 @@ func fallbackReason(ctx context.Context, err error) string {
 //     with tensors when there are images, and the transfer params under
 //     sampling_params.extra_args (no client sampling params).
 func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessage) ([]byte, error) {
+	ask, err := readPromptAsk(rc)
+	if err != nil {
+		return nil, err
+	}
 	switch f {
 	case FormatChat:
 		obj, err := jsonbody.ParseObject(rc.Body)
@@ -209,7 +214,7 @@ func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessag
 		b = append(b, prompt...)
 		b = append(b, `,"kv_transfer_params":`...)
 		b = append(b, kvParams...)
-		b = append(b, `,"max_tokens":1,"stream":false`...)
+		b = appendCompletionsCap(b, ask, rc.Stream)
 		b = appendPrefillFeatures(b, rc.Multimodal)
 		if ecParams != nil {
 			b = append(b, `,"ec_transfer_params":`...)
@@ -221,7 +226,9 @@ func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessag
 		b = append(b, `,"token_ids":`...)
 		b = jsonbody.AppendUint32s(b, rc.TokenIDs)
 		b = appendPrefillFeatures(b, rc.Multimodal)
-		b = append(b, `,"sampling_params":{"max_tokens":1,"extra_args":{"kv_transfer_params":`...)
+		b = append(b, `,"sampling_params":{"max_tokens":1`...)
+		b = appendSamplingAsk(b, ask, rc.Stream)
+		b = append(b, `,"extra_args":{"kv_transfer_params":`...)
 		b = append(b, kvParams...)
 		if ecParams != nil {
 			b = append(b, `,"ec_transfer_params":`...)

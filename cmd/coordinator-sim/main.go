@@ -5,7 +5,8 @@
 // coordinator.
 //
 //	coordinator-sim --gateway-addr 127.0.0.1:8200 --render-addr 127.0.0.1:8300 \
-//	  --ttft 0 --token-delay 20ms --output-tokens 32 --models sim-model --strict=true
+//	  --ttft 0 --token-delay 20ms --output-tokens 32 --models sim-model --strict=true \
+//	  --prompt-tokens-details=false
 //
 // It stops cleanly on SIGINT or SIGTERM.
 package main
@@ -50,6 +51,7 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	outputTokens := fs.Int("output-tokens", 32, "tokens generated when a request sets no max_tokens")
 	models := fs.String("models", sim.DefaultModel, "comma-separated served model names")
 	strict := fs.Bool("strict", true, "reject legs that break the coordinator's wire contract")
+	details := fs.Bool("prompt-tokens-details", false, "report usage.prompt_tokens_details.cached_tokens, like vLLM's --enable-prompt-tokens-details")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -74,6 +76,8 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 		OutputTokens: *outputTokens,
 		Strict:       *strict,
 		MaxLegs:      -1, // nobody reads the leg log of a standalone simulator
+
+		PromptTokensDetails: *details,
 	})
 	var lc net.ListenConfig
 	gl, err := lc.Listen(ctx, "tcp", *gatewayAddr)
@@ -88,7 +92,7 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	log := slog.New(slog.NewTextHandler(logOut, nil))
 	log.Info("coordinator-sim serving",
 		"gateway", gl.Addr().String(), "render", rl.Addr().String(),
-		"models", strings.Join(names, ","), "strict", *strict,
+		"models", strings.Join(names, ","), "strict", *strict, "prompt_tokens_details", *details,
 		"ttft", *ttft, "token_delay", *tokenDelay, "output_tokens", *outputTokens)
 	if err := s.Serve(ctx, gl, rl); err != nil {
 		return err

@@ -18,7 +18,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-var servingLine = regexp.MustCompile(`msg="coordinator-sim serving" gateway=(\S+) render=(\S+) models=(\S+) strict=(\S+)`)
+var servingLine = regexp.MustCompile(`msg="coordinator-sim serving" gateway=(\S+) render=(\S+) models=(\S+) strict=(\S+) prompt_tokens_details=(\S+)`)
 
 func TestRunServesUntilCancelled(t *testing.T) {
 	t.Parallel()
@@ -29,6 +29,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 		err := run(ctx, []string{
 			"--gateway-addr", "127.0.0.1:0", "--render-addr", "127.0.0.1:0",
 			"--token-delay", "0", "--output-tokens", "2", "--models", "a, b", "--strict=false",
+			"--prompt-tokens-details",
 		}, pw)
 		_ = pw.CloseWithError(io.EOF)
 		errc <- err
@@ -39,6 +40,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	require.NotNil(t, m, lines.Text())
 	assert.Equal(t, "a,b", m[3])
 	assert.Equal(t, "false", m[4])
+	assert.Equal(t, "true", m[5])
 
 	resp, err := http.Post("http://"+m[1]+"/v1/completions", "application/json", strings.NewReader(`{"model":"b","prompt":"hi"}`))
 	require.NoError(t, err)
@@ -47,6 +49,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Contains(t, string(body), `"text":"This answer"`)
+	assert.Contains(t, string(body), `"prompt_tokens_details":{"cached_tokens":0}`)
 
 	resp, err = http.Post("http://"+m[2]+"/v1/completions/render", "application/json", strings.NewReader(`{"prompt":"hello world"}`))
 	require.NoError(t, err)

@@ -3,7 +3,8 @@
 // prompt and generated tokens by API and model, steps by outcome,
 // legs by phase and upstream status, in-flight requests and streams,
 // conditional-decode hits, prefill fallbacks, refused requests, bytes in
-// and out, TLS file reloads, and the gRPC server's own.
+// and out, billed prompt tokens by kind, TLS file reloads, and the gRPC
+// server's own.
 // They live on a registry of their own, served at /metrics on the REST port.
 package metrics
 
@@ -60,6 +61,7 @@ type Metrics struct {
 	cut         *prometheus.CounterVec
 	bytes       *prometheus.CounterVec
 	tlsReloads  *prometheus.CounterVec
+	billed      *prometheus.CounterVec // prompt tokens by kind (billed.go)
 	// GRPC are the gRPC server's per-method metrics; its interceptors go
 	// on the server.
 	GRPC *grpcprom.ServerMetrics
@@ -139,6 +141,7 @@ func New() *Metrics {
 	}
 	m.registry.MustRegister(m.requests, m.duration, m.ttft, m.itl, m.prompt, m.generated, m.steps, m.legs, m.retries, m.inFlight, m.conditional, m.fallbacks, m.rejected, m.cut, m.bytes, m.tlsReloads, m.GRPC,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.billed = newBilled(m.registry)
 	m.initialize()
 	return m
 }

@@ -1300,7 +1300,8 @@ type TokensResponse struct {
 	// Token counts.
 	Usage *Usage `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
 	// One entry per prompt token when sampling.prompt_logprobs was set, in
-	// prompt order; empty otherwise.
+	// prompt order; empty otherwise. After prefill/decode disaggregation they
+	// come from the prefill worker, the only one that saw the prompt's logits.
 	PromptLogprobs []*PromptLogprob `protobuf:"bytes,3,rep,name=prompt_logprobs,json=promptLogprobs,proto3" json:"prompt_logprobs,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -1681,7 +1682,13 @@ type Usage struct {
 	// Generated tokens, over all choices.
 	CompletionTokens uint32 `protobuf:"varint,2,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
 	// Their sum.
-	TotalTokens   uint32 `protobuf:"varint,3,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	TotalTokens uint32 `protobuf:"varint,3,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	// Prompt tokens served from a prefix cache, when the worker reports them
+	// (vLLM's --enable-prompt-tokens-details; its tokens-in endpoint leaves a
+	// zero count out). After prefill/decode disaggregation this is the
+	// prefill worker's count, not the decode worker's (which counts every
+	// token whose KV it received as cached).
+	CachedTokens  *uint32 `protobuf:"varint,4,opt,name=cached_tokens,json=cachedTokens,proto3,oneof" json:"cached_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1733,6 +1740,13 @@ func (x *Usage) GetCompletionTokens() uint32 {
 func (x *Usage) GetTotalTokens() uint32 {
 	if x != nil {
 		return x.TotalTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCachedTokens() uint32 {
+	if x != nil && x.CachedTokens != nil {
+		return *x.CachedTokens
 	}
 	return 0
 }
@@ -1958,11 +1972,13 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\alogprob\x18\x02 \x01(\x02H\x00R\alogprob\x88\x01\x01\x12=\n" +
 	"\ftop_logprobs\x18\x03 \x03(\v2\x1a.coordinator.v1.TopLogprobR\vtopLogprobsB\n" +
 	"\n" +
-	"\b_logprob\"|\n" +
+	"\b_logprob\"\xb8\x01\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\rR\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens\x12!\n" +
-	"\ftotal_tokens\x18\x03 \x01(\rR\vtotalTokens\"\x8f\x01\n" +
+	"\ftotal_tokens\x18\x03 \x01(\rR\vtotalTokens\x12(\n" +
+	"\rcached_tokens\x18\x04 \x01(\rH\x00R\fcachedTokens\x88\x01\x01B\x10\n" +
+	"\x0e_cached_tokens\"\x8f\x01\n" +
 	"\rUpstreamError\x12\x10\n" +
 	"\x03leg\x18\x01 \x01(\tR\x03leg\x12\x1f\n" +
 	"\vstatus_code\x18\x02 \x01(\x05R\n" +
@@ -2092,6 +2108,7 @@ func file_coordinator_v1_coordinator_proto_init() {
 	file_coordinator_v1_coordinator_proto_msgTypes[12].OneofWrappers = []any{}
 	file_coordinator_v1_coordinator_proto_msgTypes[15].OneofWrappers = []any{}
 	file_coordinator_v1_coordinator_proto_msgTypes[21].OneofWrappers = []any{}
+	file_coordinator_v1_coordinator_proto_msgTypes[22].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -245,14 +245,16 @@ class UpstreamError(_message.Message):
     def __init__(self, leg: _Optional[str] = ..., status_code: _Optional[int] = ..., content_type: _Optional[str] = ..., body: _Optional[bytes] = ..., relay: bool = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ["completion_tokens", "prompt_tokens", "total_tokens"]
+    __slots__ = ["cached_tokens", "completion_tokens", "prompt_tokens", "total_tokens"]
+    CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    cached_tokens: int
     completion_tokens: int
     prompt_tokens: int
     total_tokens: int
-    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ...) -> None: ...
+    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ...) -> None: ...
 
 class Endpoint(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -1,0 +1,313 @@
+package steps
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
+)
+
+// This file holds the answer side of decisions D21 and D22: what the
+// prefill worker's answer leaves for the client's, and the sink that writes
+// it into the decode worker's answer as it passes. Only the final JSON
+// answer and the events that need it (the usage event; with a completions
+// echo, each choice's events) are parsed and edited; every other event goes
+// through as the worker sent it.
+
+// Answer keys of D21 and D22.
+const (
+	keyUsage               = "usage"
+	keyPromptTokens        = "prompt_tokens"
+	keyCompletionTokens    = "completion_tokens"
+	keyPromptTokensDetails = "prompt_tokens_details"
+	keyCachedTokens        = "cached_tokens"
+	keyChoices             = "choices"
+)
+
+// PrefillAnswer is what the prefill worker's answer leaves for the
+// client's answer.
+type PrefillAnswer struct {
+	// CachedTokens is the prefill worker's prefix-cache hits, its
+	// usage.prompt_tokens_details.cached_tokens (0 for a tokens-in answer
+	// with a usage and no details: vLLM's /inference/v1/generate leaves a
+	// zero count out). HasCachedTokens is false when the answer gave none.
+	CachedTokens    int64
+	HasCachedTokens bool
+	// PromptLogprobs is the answer's prompt_logprobs array as the worker
+	// sent it (for a completions answer, its first choice's); nil when it
+	// had none.
+	PromptLogprobs json.RawMessage
+	// Echo is the prompt as a completions echo shows it; nil unless the
+	// client asked for echo with logprobs.
+	Echo *EchoPrompt
+}
+
+// Usage is the token usage of an answer.
+type Usage struct {
+	// Reported is true when the answer carried a usage object.
+	Reported bool
+	// PromptTokens is usage.prompt_tokens.
+	PromptTokens int64
+	// CachedTokens is usage.prompt_tokens_details.cached_tokens, 0 when
+	// absent.
+	CachedTokens int64
+	// CompletionTokens is usage.completion_tokens.
+	CompletionTokens int64
+}
+
+// readPrefillAnswer reads the prefill worker's answer, written in format f:
+// a copy of its kv_transfer_params object (nil when it sent none) and what
+// the client's answer takes from it. Parts of the answer the coordinator
+// cannot read (a usage that is not an object, say) are left out, never an
+// error: the KV is what the prefill leg is for.
+func readPrefillAnswer(resp *http.Response, f Format) (json.RawMessage, PrefillAnswer, error) {
+	obj, err := readAnswer(resp, PrefillType)
+	if err != nil || obj == nil {
+		return nil, PrefillAnswer{}, err
+	}
+	var a PrefillAnswer
+	a.CachedTokens, a.HasCachedTokens = answerCachedTokens(obj, f)
+	holder := obj // where prompt_logprobs sits: top level, or a completions choice
+	if f == FormatCompletions {
+		if holder = firstChoice(obj); holder == nil {
+			holder = &jsonbody.Object{}
+		}
+		a.Echo = readEcho(holder)
+	}
+	if raw, ok := holder.Get(keyPromptLogprobs); ok && len(raw) > 0 && raw[0] == '[' {
+		a.PromptLogprobs = bytes.Clone(raw)
+	}
+	return objectMember(obj, keyKVTransferParams), a, nil
+}
+
+// answerCachedTokens reads usage.prompt_tokens_details.cached_tokens.
+func answerCachedTokens(obj *jsonbody.Object, f Format) (int64, bool) {
+	usage, ok := memberObject(obj, keyUsage)
+	if !ok {
+		return 0, false
+	}
+	details, ok := memberObject(usage, keyPromptTokensDetails)
+	if !ok {
+		return 0, f == FormatGenerate && !hasValue(usage, keyPromptTokensDetails)
+	}
+	n, ok := memberInt(details, keyCachedTokens)
+	return n, ok && n >= 0
+}
+
+// hasValue reports a member present and not null.
+func hasValue(obj *jsonbody.Object, key string) bool {
+	raw, ok := obj.Get(key)
+	return ok && !jsonbody.IsNull(raw)
+}
+
+// errStop ends a walk early.
+var errStop = errors.New("stop")
+
+// firstChoice parses choices[0] of an answer; nil when there is none.
+func firstChoice(obj *jsonbody.Object) *jsonbody.Object {
+	raw, ok := obj.Get(keyChoices)
+	if !ok || len(raw) == 0 || raw[0] != '[' {
+		return nil
+	}
+	var choice *jsonbody.Object
+	_ = jsonbody.EachElement(raw, func(_ int, elem []byte) error {
+		choice, _ = jsonbody.ParseObject(elem)
+		return errStop
+	})
+	return choice
+}
+
+// answerSink is the sink a decode-profile answer goes through to rc.Sink:
+// when pd (its leg took the KV of the prefill that ran) it applies D21 to
+// the usage and merges the prefill's prompt logprobs (D22); for every
+// answer it records the usage in rc.Usage.
+func answerSink(rc *RequestContext, pd bool) Sink {
+	s := &clientAnswer{rc: rc, next: rc.Sink, pd: pd}
+	if s.pd && rc.PrefillAnswer.Echo != nil && rc.Stream {
+		s.echo = newEchoStream(rc.PrefillAnswer.Echo)
+	}
+	return s
+}
+
+// clientAnswer is answerSink's sink.
+type clientAnswer struct {
+	rc   *RequestContext
+	next Sink
+	pd   bool // a prefill ran: D21 and D22 apply
+	echo *echoStream
+	out  [][]byte // the batch handed on, when an event was rewritten
+}
+
+// usageKey marks an event that may carry a usage: JSON text holds the
+// quoted key only as a key (inside a string its quotes are escaped).
+var usageKey = []byte(`"usage"`)
+
+// Response implements Sink.
+func (s *clientAnswer) Response(status int, contentType string, body []byte) error {
+	if !s.pd && !bytes.Contains(body, usageKey) {
+		return s.next.Response(status, contentType, body) // nothing to read or change
+	}
+	if obj, err := jsonbody.ParseObject(body); err == nil {
+		changed := false
+		if s.pd {
+			changed = billUsage(obj, s.rc.PrefillAnswer, s.rc.Format)
+			changed = mergePromptLogprobs(obj, s.rc.PrefillAnswer, s.rc.Format) || changed
+		}
+		s.record(obj)
+		if changed {
+			body = obj.Bytes()
+		}
+	}
+	return s.next.Response(status, contentType, body)
+}
+
+// Events implements Sink.
+func (s *clientAnswer) Events(data [][]byte) error {
+	batch := data
+	for i, ev := range data {
+		out, ok := s.event(ev)
+		if !ok {
+			continue
+		}
+		if &batch[0] == &data[0] { // first rewrite: hand on a copy of the batch
+			s.out = append(s.out[:0], data...)
+			batch = s.out
+		}
+		batch[i] = out
+	}
+	return s.next.Events(batch)
+}
+
+// event edits one event; ok is false when it goes on as it came.
+func (s *clientAnswer) event(ev []byte) ([]byte, bool) {
+	needsEcho := s.echo != nil && bytes.Contains(ev, []byte(`"choices"`))
+	if !needsEcho && !bytes.Contains(ev, usageKey) {
+		return nil, false
+	}
+	obj, err := jsonbody.ParseObject(ev)
+	if err != nil {
+		return nil, false
+	}
+	changed := false
+	if needsEcho {
+		changed = s.echo.rewrite(obj)
+	}
+	if s.pd {
+		changed = billUsage(obj, s.rc.PrefillAnswer, s.rc.Format) || changed
+	}
+	s.record(obj)
+	if !changed {
+		return nil, false
+	}
+	return obj.Bytes(), true
+}
+
+// record keeps the answer's usage, if it has one, as the request's.
+func (s *clientAnswer) record(obj *jsonbody.Object) {
+	usage, ok := memberObject(obj, keyUsage)
+	if !ok {
+		return
+	}
+	u := Usage{Reported: true}
+	u.PromptTokens, _ = memberInt(usage, keyPromptTokens)
+	u.CompletionTokens, _ = memberInt(usage, keyCompletionTokens)
+	if details, ok := memberObject(usage, keyPromptTokensDetails); ok {
+		u.CachedTokens, _ = memberInt(details, keyCachedTokens)
+	}
+	s.rc.Usage = u
+}
+
+// billUsage applies D21 to an answer's usage: when it reports
+// prompt_tokens_details (the decode worker's count, which takes every token
+// whose KV came from the prefill worker as cached), cached_tokens becomes
+// the prefill worker's, and goes when the prefill answer gave none (and so
+// does prompt_tokens_details when nothing else is left in it). A tokens-in
+// answer leaves a zero count out, as vLLM's /inference/v1/generate does.
+// prompt_tokens, completion_tokens and total_tokens stay the decode
+// worker's. It reports whether it changed obj.
+func billUsage(obj *jsonbody.Object, a PrefillAnswer, client Format) bool {
+	usage, ok := memberObject(obj, keyUsage)
+	if !ok {
+		return false
+	}
+	details, ok := memberObject(usage, keyPromptTokensDetails)
+	if !ok {
+		return false
+	}
+	_, had := details.Get(keyCachedTokens)
+	switch {
+	case a.HasCachedTokens && (a.CachedTokens > 0 || client != FormatGenerate):
+		details.Set(keyCachedTokens, appendInt(nil, a.CachedTokens))
+	case had:
+		details.Delete(keyCachedTokens)
+	default:
+		return false
+	}
+	if details.Len() == 0 {
+		usage.Delete(keyPromptTokensDetails)
+	} else {
+		usage.Set(keyPromptTokensDetails, details.Bytes())
+	}
+	obj.Set(keyUsage, usage.Bytes())
+	return true
+}
+
+// mergePromptLogprobs puts the prefill's prompt logprobs where vLLM puts
+// them in a whole answer (D22): top level for chat and generate, in every
+// choice for completions, with a completions echo also prefixing each
+// choice's text and logprobs with the prompt's. It reports whether it
+// changed obj.
+func mergePromptLogprobs(obj *jsonbody.Object, a PrefillAnswer, client Format) bool {
+	if a.PromptLogprobs == nil && a.Echo == nil {
+		return false
+	}
+	if client != FormatCompletions {
+		if a.PromptLogprobs == nil {
+			return false
+		}
+		obj.Set(keyPromptLogprobs, a.PromptLogprobs)
+		return true
+	}
+	return editChoices(obj, func(choice *jsonbody.Object) bool {
+		if a.PromptLogprobs != nil {
+			choice.Set(keyPromptLogprobs, a.PromptLogprobs)
+		}
+		if a.Echo != nil {
+			a.Echo.prefix(choice)
+		}
+		return true
+	})
+}
+
+// editChoices applies edit to every object in obj's choices array and,
+// when an edit reports a change, writes the array back; it reports whether
+// it did.
+func editChoices(obj *jsonbody.Object, edit func(*jsonbody.Object) bool) bool {
+	raw, ok := obj.Get(keyChoices)
+	if !ok || len(raw) == 0 || raw[0] != '[' {
+		return false
+	}
+	out := make([]byte, 0, len(raw)+256)
+	out = append(out, '[')
+	edited := false
+	err := jsonbody.EachElement(raw, func(i int, elem []byte) error {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		choice, err := jsonbody.ParseObject(elem)
+		if err != nil || !edit(choice) { // not an object, or unchanged: keep it as it is
+			out = append(out, elem...)
+			return nil
+		}
+		edited = true
+		out = choice.AppendTo(out)
+		return nil
+	})
+	if err != nil || !edited {
+		return false
+	}
+	obj.Set(keyChoices, append(out, ']'))
+	return true
+}

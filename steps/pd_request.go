@@ -1,0 +1,174 @@
+package steps
+
+import (
+	"strconv"
+
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
+)
+
+// This file holds the request side of decision D22: after P/D the decode
+// worker has the prompt's KV but not its logits, so whatever asks for the
+// prompt's logprobs goes to the prefill leg and never to the decode leg.
+// The answer side (merging them into the client's answer) is pd_answer.go.
+
+// Body keys of D22.
+const (
+	keyPromptLogprobs = "prompt_logprobs"
+	keyEcho           = "echo"
+	keyLogprobs       = "logprobs"
+	keyMaxTokens      = "max_tokens"
+	// keyTokensAsIDs changes how echoed prompt tokens are spelled.
+	keyTokensAsIDs = "return_tokens_as_token_ids"
+)
+
+// promptAsk is what a request asks of its prompt's logprobs, as the prefill
+// leg must ask it.
+type promptAsk struct {
+	// promptLogprobs is the client's prompt_logprobs (generate:
+	// sampling_params.prompt_logprobs); nil when absent or null.
+	promptLogprobs []byte
+	// echo is a completions request with echo true and logprobs set: its
+	// answer starts with the prompt's text and logprobs, which only the
+	// prefill worker can give.
+	echo bool
+	// logprobs and tokensAsIDs are the completions logprobs and
+	// return_tokens_as_token_ids, read with echo (nil when absent).
+	logprobs, tokensAsIDs []byte
+}
+
+// readPromptAsk reads the client body for D22. A chat or completions
+// stream asking for prompt logprobs (prompt_logprobs other than 0) is
+// refused as vLLM refuses it: no stream carries them, and the prefill leg,
+// which does not stream, would accept the request. Completions echo with
+// logprobs and max_tokens 0 (scoring the prompt alone) is refused too: the
+// decode leg without echo would have nothing to generate.
+func readPromptAsk(rc *RequestContext) (promptAsk, error) {
+	var ask promptAsk
+	obj, err := jsonbody.ParseObject(rc.Body)
+	if err != nil {
+		return ask, Invalidf("body: %v", err)
+	}
+	holder := obj
+	if rc.Format == FormatGenerate {
+		sp, ok := memberObject(obj, keySamplingParams)
+		if !ok {
+			return ask, nil
+		}
+		holder = sp
+	}
+	if raw, ok := holder.Get(keyPromptLogprobs); ok && !jsonbody.IsNull(raw) {
+		ask.promptLogprobs = raw
+		if v, isInt := jsonbody.Int(raw); rc.Stream && rc.Format != FormatGenerate && isInt && v != 0 {
+			return ask, Invalidf("prompt_logprobs are not available when stream=True")
+		}
+	}
+	if rc.Format != FormatCompletions || !echoWithLogprobs(obj) {
+		return ask, nil
+	}
+	if raw, ok := obj.Get(keyMaxTokens); ok {
+		if v, isInt := jsonbody.Int(raw); isInt && v == 0 {
+			return ask, Invalidf("echo with logprobs and max_tokens 0 needs a pipeline without a prefill step: " +
+				"after prefill/decode disaggregation only the prefill worker has the prompt's logprobs")
+		}
+	}
+	ask.echo = true
+	ask.logprobs, _ = obj.Get(keyLogprobs)
+	if raw, ok := obj.Get(keyTokensAsIDs); ok && !jsonbody.IsNull(raw) {
+		ask.tokensAsIDs = raw
+	}
+	return ask, nil
+}
+
+// echoWithLogprobs reports a completions body with "echo": true and a
+// non-null logprobs: vLLM then computes the prompt's logprobs (its
+// prompt_logprobs defaults to logprobs).
+func echoWithLogprobs(obj *jsonbody.Object) bool {
+	echo, _ := obj.Get(keyEcho)
+	if on, _ := jsonbody.Bool(echo); !on {
+		return false
+	}
+	lp, ok := obj.Get(keyLogprobs)
+	return ok && !jsonbody.IsNull(lp)
+}
+
+// appendCompletionsCap ends the fields of a fresh completions prefill leg
+// after its kv_transfer_params: one token unstreamed, and what D22 moves
+// there. With echo it asks vLLM's "echo without generation" (max_tokens 0:
+// the engine still runs one token, so the KV is kept for decode, and the
+// answer is exactly the prompt's text and logprobs).
+func appendCompletionsCap(b []byte, ask promptAsk, stream bool) []byte {
+	if !ask.echo {
+		b = append(b, `,"max_tokens":1,"stream":false`...)
+		if ask.promptLogprobs != nil && !stream {
+			b = append(b, `,"prompt_logprobs":`...)
+			b = append(b, ask.promptLogprobs...)
+		}
+		return b
+	}
+	b = append(b, `,"max_tokens":0,"stream":false,"echo":true,"logprobs":`...)
+	b = append(b, ask.logprobs...)
+	if ask.promptLogprobs != nil {
+		b = append(b, `,"prompt_logprobs":`...)
+		b = append(b, ask.promptLogprobs...)
+	}
+	if ask.tokensAsIDs != nil {
+		b = append(b, `,"return_tokens_as_token_ids":`...)
+		b = append(b, ask.tokensAsIDs...)
+	}
+	return b
+}
+
+// appendSamplingAsk adds ,"prompt_logprobs":.. to the sampling_params of a
+// fresh generate prefill leg when the client asked for prompt logprobs of a
+// non-streamed answer (a stream never carries them).
+func appendSamplingAsk(b []byte, ask promptAsk, stream bool) []byte {
+	if ask.promptLogprobs == nil || stream {
+		return b
+	}
+	b = append(b, `,"prompt_logprobs":`...)
+	return append(b, ask.promptLogprobs...)
+}
+
+// dropPromptLogprobs removes from a decode leg that follows a prefill what
+// would ask the decode worker for the prompt's logprobs: prompt_logprobs
+// (generate: in sampling_params) and a completions echo with logprobs. A
+// generate sampling_params that is not an object is left to the worker.
+func dropPromptLogprobs(obj *jsonbody.Object, f Format) {
+	if f != FormatGenerate {
+		if f == FormatCompletions && echoWithLogprobs(obj) {
+			obj.Delete(keyEcho)
+		}
+		obj.Delete(keyPromptLogprobs)
+		return
+	}
+	sp, ok := memberObject(obj, keySamplingParams)
+	if !ok {
+		return
+	}
+	if _, has := sp.Get(keyPromptLogprobs); has {
+		sp.Delete(keyPromptLogprobs)
+		obj.Set(keySamplingParams, sp.Bytes())
+	}
+}
+
+// memberObject parses obj[key] when it is a JSON object.
+func memberObject(obj *jsonbody.Object, key string) (*jsonbody.Object, bool) {
+	raw, ok := obj.Get(key)
+	if !ok || len(raw) == 0 || raw[0] != '{' {
+		return nil, false
+	}
+	child, err := jsonbody.ParseObject(raw)
+	return child, err == nil
+}
+
+// memberInt reads obj[key] as an exact integer.
+func memberInt(obj *jsonbody.Object, key string) (int64, bool) {
+	raw, ok := obj.Get(key)
+	if !ok {
+		return 0, false
+	}
+	return jsonbody.Int(raw)
+}
+
+// appendInt is strconv.AppendInt in base 10.
+func appendInt(b []byte, v int64) []byte { return strconv.AppendInt(b, v, 10) }
