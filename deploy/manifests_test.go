@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
@@ -115,12 +116,23 @@ func rendered(t *testing.T, dir string) manifests {
 	return m
 }
 
+// kustomizeMu serialises kustomize runs: kyaml parses its built-in OpenAPI
+// schema into package globals on first use without a lock (a data race
+// when two kustomizations build at once).
+var kustomizeMu sync.Mutex
+
+// kustomize runs `kustomize build dir` through the kustomize library.
+func kustomize(dir string) (resmap.ResMap, error) {
+	kustomizeMu.Lock()
+	defer kustomizeMu.Unlock()
+	return krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+}
+
 // build runs `kustomize build dir` through the kustomize library (the same
 // code as `kubectl apply -k`, default load restrictions) and decodes every
 // object strictly.
 func build(dir string) (manifests, error) {
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	resources, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	resources, err := kustomize(dir)
 	if err != nil {
 		return manifests{}, err
 	}
@@ -338,8 +350,7 @@ func TestOverlaysAreNamespaced(t *testing.T) {
 // The CRD kustomization renders the two CRDs the tests validate against.
 func TestCRDsRender(t *testing.T) {
 	t.Parallel()
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	resources, err := k.Run(filesys.MakeFsOnDisk(), dirCRDs)
+	resources, err := kustomize(dirCRDs)
 	require.NoError(t, err)
 	var names []string
 	for _, r := range resources.Resources() {
