@@ -104,8 +104,9 @@ func otlpAttrs(kvs []*commonpb.KeyValue) map[string]*commonpb.AnyValue {
 }
 
 // startBinary starts the coordinator binary on config with env and waits
-// for its start line; the lines that follow come on the channel.
-func startBinary(t *testing.T, bin, config string, env []string) (*exec.Cmd, <-chan map[string]any) {
+// for its start line, which it returns; the lines that follow come on the
+// channel.
+func startBinary(t *testing.T, bin, config string, env []string) (*exec.Cmd, map[string]any, <-chan map[string]any) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "coordinator.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
@@ -128,7 +129,7 @@ func startBinary(t *testing.T, bin, config string, env []string) (*exec.Cmd, <-c
 	}()
 	started := <-lines
 	require.Equal(t, "coordinator started", started["msg"], "%v", started)
-	return cmd, lines
+	return cmd, started, lines
 }
 
 // TestBinaryExportsOTLPWithStandardVariables: with no tracing key in the
@@ -144,7 +145,7 @@ func TestBinaryExportsOTLPWithStandardVariables(t *testing.T) {
 	defer gw.Close()
 	restAddr := freeAddr(t)
 	config := strings.Replace(binaryConfig(restAddr, freeAddr(t), decodeStep), "http://127.0.0.1:1", gw.URL, 1)
-	cmd, lines := startBinary(t, bin, config, []string{
+	cmd, _, lines := startBinary(t, bin, config, []string{
 		"OTEL_TRACES_EXPORTER=otlp",
 		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.URL,
@@ -206,7 +207,7 @@ func TestBinaryLogsExporterErrorsAsJSON(t *testing.T) {
 	defer gw.Close()
 	restAddr := freeAddr(t)
 	config := strings.Replace(binaryConfig(restAddr, freeAddr(t), decodeStep), "http://127.0.0.1:1", gw.URL, 1)
-	cmd, lines := startBinary(t, bin, config, []string{
+	cmd, _, lines := startBinary(t, bin, config, []string{
 		"OTEL_TRACES_EXPORTER=otlp",
 		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf",
 		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=" + rcv.URL + "/custom/path",

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -180,29 +178,7 @@ func TestBinaryLogsOneLineAtStartAndAtStop(t *testing.T) {
 	defer gw.Close()
 	restAddr, grpcAddr := freeAddr(t), freeAddr(t)
 	config := strings.Replace(binaryConfig(restAddr, grpcAddr, decodeStep), "http://127.0.0.1:1", gw.URL, 1)
-	path := filepath.Join(t.TempDir(), "coordinator.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
-
-	cmd := exec.CommandContext(t.Context(), bin, "--config", path)
-	cmd.Env = cleanEnv()
-	pipe, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	lines := make(chan map[string]any, 16)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			var line map[string]any
-			if json.Unmarshal(sc.Bytes(), &line) != nil {
-				line = map[string]any{"msg": "not JSON: " + sc.Text()}
-			}
-			lines <- line
-		}
-	}()
-
-	started := <-lines
-	assert.Equal(t, "coordinator started", started["msg"])
+	cmd, started, lines := startBinary(t, bin, config, nil)
 	assert.Equal(t, restAddr, started["rest"])
 	assert.Equal(t, grpcAddr, started["grpc"])
 	assert.Equal(t, "decode", started["pipeline"])
