@@ -8,6 +8,7 @@ package service
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"time"
 
 	otelcodes "go.opentelemetry.io/otel/codes"
@@ -121,12 +122,14 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	defer span.End()
 	ctx = upstream.WithObserver(ctx, c.metrics)
 	rc.Timings = make([]steps.Timing, 0, 8)
-	rc.Sink = &firstByteSink{Sink: rc.Sink, onFirst: func() {
-		c.metrics.FirstByte(api, rc.Format.String(), time.Since(start))
-		if rc.Stream { // the header goes out with the first event
-			_ = grpc.SetHeader(ctx, metadata.Pairs(headerServerTiming, serverTiming(rc.Timings)))
-		}
-	}}
+	rc.Sink = &firstByteSink{Sink: rc.Sink,
+		onHeader: func(h http.Header) { setAnswerHeader(ctx, h) },
+		onFirst: func() {
+			c.metrics.FirstByte(api, rc.Format.String(), time.Since(start))
+			if rc.Stream { // the header goes out with the first event
+				setServerTiming(ctx, rc.Timings)
+			}
+		}}
 
 	err := refuse(rc, c.pipeline.Run(ctx, rc))
 
@@ -147,7 +150,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	code := codes.OK
 	if err == nil {
 		if !rc.Stream {
-			_ = grpc.SetHeader(ctx, metadata.Pairs(headerServerTiming, serverTiming(rc.Timings)))
+			setServerTiming(ctx, rc.Timings)
 		}
 		c.log.LogAttrs(ctx, slog.LevelInfo, "request done", attrs...)
 	} else {
@@ -159,6 +162,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 		}
 		c.log.LogAttrs(ctx, level, "request failed", append(attrs, slog.String("code", code.String()), slog.String("error", err.Error()))...)
 		span.SetStatus(otelcodes.Error, st.Message())
+		setAnswerHeader(ctx, relayedHeader(err))
 		err = st.Err()
 	}
 	if api == metrics.APIGRPC {

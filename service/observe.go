@@ -3,12 +3,14 @@ package service
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/coordinator-project/coordinator/steps"
@@ -73,12 +75,26 @@ func serverTiming(timings []steps.Timing) string {
 	return b.String()
 }
 
-// firstByteSink calls onFirst before the answer's first byte goes out.
+// setServerTiming gives the client the step timings so far (Server-Timing
+// header metadata), unless there are none yet: never an empty header.
+func setServerTiming(ctx context.Context, timings []steps.Timing) {
+	if v := serverTiming(timings); v != "" {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(headerServerTiming, v))
+	}
+}
+
+// firstByteSink calls onFirst before the answer's first byte goes out, and
+// onHeader with the header of a worker's answer it relays.
 type firstByteSink struct {
 	steps.Sink
-	onFirst func()
-	started bool
+	onHeader func(http.Header)
+	onFirst  func()
+	started  bool
 }
+
+// Header implements steps.Sink: the sinks it wraps leave answer headers to
+// it.
+func (s *firstByteSink) Header(h http.Header) { s.onHeader(h) }
 
 func (s *firstByteSink) first() {
 	if !s.started {

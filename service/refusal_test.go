@@ -56,8 +56,9 @@ func TestGenerateAnswersAStepsRefusal(t *testing.T) {
 	assert.Equal(t, refusalBody, string(a.GetJson()))
 }
 
-// On a stream, the refusal goes out as the one event of the stream, as it
-// did when the broker wrote it to the sink.
+// A stream cannot carry a status, so its refusal is the call's error:
+// the refusal's code, with the framed answer attached for the REST front to
+// write with the refusal's status; nothing is sent on the stream.
 func TestGenerateStreamAnswersAStepsRefusal(t *testing.T) {
 	t.Parallel()
 	c := refusingCoordinator(t)
@@ -68,9 +69,17 @@ func TestGenerateStreamAnswersAStepsRefusal(t *testing.T) {
 			Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: []byte(`{"model":"m","stream":true}`),
 		}},
 	}, f)
-	require.NoError(t, err)
-	require.Len(t, f.sent, 1)
-	assert.Equal(t, [][]byte{[]byte(refusalBody)}, f.sent[0].GetOpenai().GetData())
+	st := status.Convert(err)
+	assert.Equal(t, codes.InvalidArgument, st.Code())
+	assert.Equal(t, "unknown X-AP-Mode value (request_id: r-2)", st.Message())
+	assert.Equal(t, http.StatusBadRequest, apierror.HTTPStatus(st))
+	u := apierror.UpstreamDetail(st)
+	require.NotNil(t, u)
+	assert.True(t, u.GetRelay())
+	assert.Equal(t, "gate", u.GetLeg(), "the refusing step")
+	assert.Equal(t, "application/json", u.GetContentType())
+	assert.Equal(t, refusalBody, string(u.GetBody()))
+	assert.Empty(t, f.sent)
 }
 
 // headerStream is a fakeStream that takes the call's header.
