@@ -28,7 +28,7 @@ func TestPolicy(t *testing.T) {
 		"X-Coordinator":               all, // no dash after: not reserved
 		"X-Coordinatorx":              all,
 		"Cookie":                      all,
-		"Authorization":               {rest: true, restViaGRPC: false, grpc: true, passthrough: true}, // grpc-gateway forwards it itself
+		"Authorization":               {rest: true, restViaGRPC: false, grpc: true, passthrough: true},  // grpc-gateway forwards it itself
 		"User-Agent":                  {rest: true, restViaGRPC: false, grpc: false, passthrough: true}, // gRPC's own on a call
 		"Content-Type":                {passthrough: true},
 		"Epp-Profile":                 none,
