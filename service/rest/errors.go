@@ -16,6 +16,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/apierror"
 )
 
@@ -69,6 +70,15 @@ func bodyFailure(err error) (code int, message string) {
 		return http.StatusRequestTimeout, "request body not received within server.read_timeout"
 	}
 	return http.StatusBadRequest, "failed to read request body"
+}
+
+// writeOwnError writes an error the front decides before any request id
+// is settled (405, 404): the client's valid X-Request-Id or a new one
+// becomes the answer's, and ends the message.
+func writeOwnError(w http.ResponseWriter, r *http.Request, code int, message string) {
+	id := requestid.OrNew(r.Header.Get("X-Request-Id"))
+	w.Header().Set("X-Request-Id", id)
+	writeOpenAIError(w, code, message+" (request_id: "+id+")", "")
 }
 
 // writeOpenAIError writes {"error":{"message","type","param","code"}}
