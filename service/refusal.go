@@ -22,14 +22,21 @@ func refuse(rc *steps.RequestContext, err error) error {
 		return err
 	}
 	if rc.Stream {
-		step := ""
-		if n := len(rc.Timings); n > 0 {
-			step = rc.Timings[n-1].Step // the step that refused ran last
-		}
-		return apierror.RefusalStatus(r, step, rc.RequestID).Err()
+		return apierror.RefusalStatus(r, lastRun(rc.Timings), rc.RequestID).Err()
 	}
 	a := apierror.RefusalAnswer(r)
 	return rc.Sink.Response(a.Status, a.ContentType, a.Body)
+}
+
+// lastRun names the last step that ran (the one that refused): the steps
+// after it are timed as skipped.
+func lastRun(timings []steps.Timing) string {
+	for i := len(timings) - 1; i >= 0; i-- {
+		if timings[i].Outcome != steps.OutcomeSkipped {
+			return timings[i].Step
+		}
+	}
+	return ""
 }
 
 // answerOf is a request store's answer as the client receives it: a

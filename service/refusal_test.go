@@ -28,12 +28,22 @@ func (refusingStep) Execute(context.Context, *steps.RequestContext) error {
 	return &steps.Refusal{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "INVALID_REQUEST", Message: "unknown X-AP-Mode value"}
 }
 
+// neverStep follows the refusing step: it must not run.
+type neverStep struct{ t *testing.T }
+
+func (s neverStep) Execute(context.Context, *steps.RequestContext) error {
+	s.t.Error("a step after a refusal ran")
+	return nil
+}
+
 const refusalBody = `{"error":{"message":"unknown X-AP-Mode value","type":"invalid_request_error","code":"INVALID_REQUEST"}}`
 
 func refusingCoordinator(t *testing.T) *Coordinator {
 	t.Helper()
-	p, err := steps.NewPipeline([]steps.Plugin{{Type: "gate", New: func(map[string]any) (steps.Step, error) { return refusingStep{}, nil }}},
-		[]steps.StepConfig{{Type: "gate"}}, steps.Defaults{})
+	p, err := steps.NewPipeline([]steps.Plugin{
+		{Type: "gate", New: func(map[string]any) (steps.Step, error) { return refusingStep{}, nil }},
+		{Type: "never", New: func(map[string]any) (steps.Step, error) { return neverStep{t}, nil }},
+	}, []steps.StepConfig{{Type: "gate"}, {Type: "never"}}, steps.Defaults{})
 	require.NoError(t, err)
 	return NewCoordinator(p, metrics.New(), slog.New(slog.DiscardHandler), config.Default())
 }
