@@ -262,3 +262,16 @@ func TestTranscodeUnaryErrorKeepsTheWorkersHeaders(t *testing.T) {
 	assert.Equal(t, "decode", w.Header().Get("X-Sim-Pool"))
 	assert.Equal(t, []string{"rid-1"}, w.Header().Values("X-Request-Id"))
 }
+
+// The ":stream" bindings are the gateway's, reached only through the
+// front: from outside they are unregistered paths.
+func TestStreamBindingsAreNotRoutes(t *testing.T) {
+	t.Parallel()
+	f := &fakeClient{}
+	h := fakeFront(t, f)
+	for _, path := range []string{"/v1/chat/completions:stream", "/v1/completions:stream", "/inference/v1/generate:stream"} {
+		w := postTo(h, path, `{"stream":true}`, nil)
+		assert.Equal(t, http.StatusNotFound, w.Code, path)
+	}
+	assert.Nil(t, f.gotStream)
+}
