@@ -118,6 +118,17 @@ func validMetadataValue(v string) bool {
 	return true
 }
 
+// allValidMetadataValues reports whether every value of v can travel as
+// gRPC ASCII metadata.
+func allValidMetadataValues(v []string) bool {
+	for _, value := range v {
+		if !validMetadataValue(value) {
+			return false
+		}
+	}
+	return true
+}
+
 // validMetadataKey reports whether a lowercase name can be a gRPC metadata
 // key: 0-9 a-z - _ . only (gRPC refuses a whole header set holding one
 // that is not).
@@ -155,12 +166,19 @@ func Relayable(key string) bool {
 // relayed 4xx/5xx alike): each Relayable header less those its Connection
 // header names, with every value that can travel as metadata. gRPC
 // clients get it as response header metadata; the REST front turns it back
-// into headers (ResponseKey). h is not modified.
+// into headers (ResponseKey). h is not modified; the result may share its
+// value slices.
 func AnswerMetadata(h http.Header) metadata.MD {
 	md := make(metadata.MD, len(h))
 	for k, v := range h {
 		lk := strings.ToLower(k)
 		if !Relayable(lk) {
+			continue
+		}
+		if allValidMetadataValues(v) {
+			if len(v) > 0 {
+				md[lk] = v
+			}
 			continue
 		}
 		for _, value := range v {

@@ -3,6 +3,7 @@ package rest
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"time"
 
 	"google.golang.org/grpc/status"
@@ -42,24 +43,32 @@ var jsonContentType = []string{"application/json"}
 // event the REST front's status and body, and bounds each write of a
 // stream.
 func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, id string, body []byte, stream bool) {
-	c := &call{id: id}
-	gr := r.WithContext(context.WithValue(r.Context(), callKey{}, c))
-	u := *r.URL
-	u.Path, u.RawPath, u.RawQuery = b.path, "", b.query+id
+	x := &exchange{call: call{id: id}, body: bodyReader{data: body}, url: *r.URL}
+	x.w = answerWriter{ResponseWriter: w, call: &x.call, stream: stream, h: h}
+	gr := r.WithContext(context.WithValue(r.Context(), callKey{}, &x.call))
+	x.url.Path, x.url.RawPath, x.url.RawQuery = b.path, "", b.query+id
 	if stream {
-		u.Path = b.streamPath
+		x.url.Path = b.streamPath
 	}
-	gr.URL = &u
+	gr.URL = &x.url
 	gr.Form, gr.PostForm = nil, nil
 	// grpc-gateway would make X-Forwarded-Host the client's Host and add its
 	// address to X-Forwarded-For: the legs carry the client's own values, as
 	// over gRPC (compat §3.4).
 	gr.Host, gr.RemoteAddr = "", ""
 	gr.Header["Content-Type"] = jsonContentType
-	gr.Body = &bodyReader{data: body}
-	aw := &answerWriter{ResponseWriter: w, call: c, stream: stream, h: h}
-	h.gateway.ServeHTTP(aw, gr)
-	aw.finish()
+	gr.Body = &x.body
+	h.gateway.ServeHTTP(&x.w, gr)
+	x.w.finish()
+}
+
+// exchange is the front's state of one transcoded request, in one
+// allocation.
+type exchange struct {
+	call call
+	body bodyReader
+	url  url.URL
+	w    answerWriter
 }
 
 // call is what the front and the gateway's handlers share about one
