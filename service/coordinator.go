@@ -120,12 +120,14 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	ctx, span := startRequestSpan(ctx, method, rc)
 	ctx = upstream.WithObserver(ctx, c.metrics)
 	rc.Timings = make([]steps.Timing, 0, 8)
-	answer := &answerSink{Sink: rc.Sink, interToken: c.metrics.InterToken(api, rc.Format.String()), onFirst: func() {
-		c.metrics.FirstByte(api, rc.Format.String(), time.Since(start))
-		if rc.Stream { // the header goes out with the first event
-			_ = grpc.SetHeader(ctx, metadata.Pairs(headerServerTiming, serverTiming(rc.Timings)))
-		}
-	}}
+	answer := &answerSink{Sink: rc.Sink, interToken: c.metrics.InterToken(api, rc.Format.String()),
+		onHeader: func(h http.Header) { setAnswerHeader(ctx, h) },
+		onFirst: func() {
+			c.metrics.FirstByte(api, rc.Format.String(), time.Since(start))
+			if rc.Stream { // the header goes out with the first event
+				setServerTiming(ctx, rc.Timings)
+			}
+		}}
 	rc.Sink = answer
 
 	err := refuse(rc, c.pipeline.Run(ctx, rc))
@@ -148,7 +150,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	code := codes.OK
 	if err == nil {
 		if !rc.Stream {
-			_ = grpc.SetHeader(ctx, metadata.Pairs(headerServerTiming, serverTiming(rc.Timings)))
+			setServerTiming(ctx, rc.Timings)
 		}
 		c.log.LogAttrs(ctx, slog.LevelInfo, "request done", attrs...)
 	} else {
@@ -156,6 +158,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 		code = st.Code()
 		c.log.LogAttrs(ctx, level, msg, append(attrs, slog.String("code", code.String()), slog.String("error", err.Error()))...)
 		span.fail(code, st.Message())
+		setAnswerHeader(ctx, relayedHeader(err))
 		err = st.Err()
 	}
 	span.end(code)

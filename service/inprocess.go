@@ -129,9 +129,22 @@ func (t *transportStream) Method() string { return t.method }
 
 func (t *transportStream) SetHeader(md metadata.MD) error {
 	t.mu.Lock()
-	t.header = metadata.Join(t.header, md)
+	t.header = merge(t.header, md)
 	t.mu.Unlock()
 	return nil
+}
+
+// merge adds md's values to dst, which it makes if nil, as metadata.Join
+// would, without copying dst again at every call: a call sets its header
+// in several steps.
+func merge(dst, md metadata.MD) metadata.MD {
+	if dst == nil {
+		dst = make(metadata.MD, len(md))
+	}
+	for k, v := range md {
+		dst[k] = append(dst[k], v...) // a copy: dst owns its slices
+	}
+	return dst
 }
 
 func (t *transportStream) SendHeader(md metadata.MD) error { return t.SetHeader(md) }

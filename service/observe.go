@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/coordinator-project/coordinator/steps"
@@ -123,17 +125,31 @@ func serverTiming(timings []steps.Timing) string {
 	return b.String()
 }
 
+// setServerTiming gives the client the step timings so far (Server-Timing
+// header metadata), unless there are none yet: never an empty header.
+func setServerTiming(ctx context.Context, timings []steps.Timing) {
+	if v := serverTiming(timings); v != "" {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(headerServerTiming, v))
+	}
+}
+
 // answerSink watches the answer on its way to the client: it calls onFirst
-// before the first byte goes out, counts the bytes, times the gaps between
-// a stream's events (interToken). Only a Sink's own goroutine calls it.
+// before the first byte goes out and onHeader with the header of a worker's
+// answer it relays, counts the bytes, times the gaps between a stream's
+// events (interToken). Only a Sink's own goroutine calls it.
 type answerSink struct {
 	steps.Sink
+	onHeader   func(http.Header)
 	onFirst    func()
 	interToken prometheus.Observer
 	started    bool
 	last       time.Time // when the previous events went out
 	bytes      int
 }
+
+// Header implements steps.Sink: the sinks it wraps leave answer headers to
+// it.
+func (s *answerSink) Header(h http.Header) { s.onHeader(h) }
 
 func (s *answerSink) first() {
 	if !s.started {

@@ -28,12 +28,22 @@ func (refusingStep) Execute(context.Context, *steps.RequestContext) error {
 	return &steps.Refusal{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "INVALID_REQUEST", Message: "unknown X-AP-Mode value"}
 }
 
+// neverStep follows the refusing step: it must not run.
+type neverStep struct{ t *testing.T }
+
+func (s neverStep) Execute(context.Context, *steps.RequestContext) error {
+	s.t.Error("a step after a refusal ran")
+	return nil
+}
+
 const refusalBody = `{"error":{"message":"unknown X-AP-Mode value","type":"invalid_request_error","code":"INVALID_REQUEST"}}`
 
 func refusingCoordinator(t *testing.T) *Coordinator {
 	t.Helper()
-	p, err := steps.NewPipeline([]steps.Plugin{{Type: "gate", New: func(map[string]any) (steps.Step, error) { return refusingStep{}, nil }}},
-		[]steps.StepConfig{{Type: "gate"}}, steps.Defaults{})
+	p, err := steps.NewPipeline([]steps.Plugin{
+		{Type: "gate", New: func(map[string]any) (steps.Step, error) { return refusingStep{}, nil }},
+		{Type: "never", New: func(map[string]any) (steps.Step, error) { return neverStep{t}, nil }},
+	}, []steps.StepConfig{{Type: "gate"}, {Type: "never"}}, steps.Defaults{})
 	require.NoError(t, err)
 	return NewCoordinator(p, metrics.New(), slog.New(slog.DiscardHandler), config.Default())
 }
@@ -56,8 +66,9 @@ func TestGenerateAnswersAStepsRefusal(t *testing.T) {
 	assert.Equal(t, refusalBody, string(a.GetJson()))
 }
 
-// On a stream, the refusal goes out as the one event of the stream, as it
-// did when the broker wrote it to the sink.
+// A stream cannot carry a status, so its refusal is the call's error:
+// the refusal's code, with the framed answer attached for the REST front to
+// write with the refusal's status; nothing is sent on the stream.
 func TestGenerateStreamAnswersAStepsRefusal(t *testing.T) {
 	t.Parallel()
 	c := refusingCoordinator(t)
@@ -68,9 +79,17 @@ func TestGenerateStreamAnswersAStepsRefusal(t *testing.T) {
 			Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: []byte(`{"model":"m","stream":true}`),
 		}},
 	}, f)
-	require.NoError(t, err)
-	require.Len(t, f.sent, 1)
-	assert.Equal(t, [][]byte{[]byte(refusalBody)}, f.sent[0].GetOpenai().GetData())
+	st := status.Convert(err)
+	assert.Equal(t, codes.InvalidArgument, st.Code())
+	assert.Equal(t, "unknown X-AP-Mode value (request_id: r-2)", st.Message())
+	assert.Equal(t, http.StatusBadRequest, apierror.HTTPStatus(st))
+	u := apierror.UpstreamDetail(st)
+	require.NotNil(t, u)
+	assert.True(t, u.GetRelay())
+	assert.Equal(t, "gate", u.GetLeg(), "the refusing step")
+	assert.Equal(t, "application/json", u.GetContentType())
+	assert.Equal(t, refusalBody, string(u.GetBody()))
+	assert.Empty(t, f.sent)
 }
 
 // headerStream is a fakeStream that takes the call's header.

@@ -1,10 +1,38 @@
 package service
 
 import (
+	"context"
+	"errors"
+	"net/http"
+
 	"google.golang.org/grpc"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/steps/upstream"
 )
+
+// setAnswerHeader gives the client the headers of a worker's answer that
+// the header policy lets through (headers.AnswerMetadata) as the call's
+// header metadata: set before the first message or the call's error, they
+// go out with it (a gRPC error before any message included: grpc-go then
+// sends them in a header frame of their own before the status). The REST
+// front turns them back into response headers.
+func setAnswerHeader(ctx context.Context, h http.Header) {
+	if md := headers.AnswerMetadata(h); md.Len() > 0 {
+		_ = grpc.SetHeader(ctx, md)
+	}
+}
+
+// relayedHeader is the header of the worker's answer err relays to the
+// client (the decode legs' non-2xx answers), nil if none.
+func relayedHeader(err error) http.Header {
+	var se *upstream.StatusError
+	if errors.As(err, &se) && se.Relay {
+		return se.Header
+	}
+	return nil
+}
 
 // unarySink collects the one answer of a Generate call.
 type unarySink struct {
@@ -18,6 +46,10 @@ func (s *unarySink) Response(status int, contentType string, body []byte) error 
 	s.status, s.contentType, s.body = status, contentType, body
 	return nil
 }
+
+// Header implements steps.Sink: run's answerSink sets the header
+// metadata.
+func (*unarySink) Header(http.Header) {}
 
 func (s *unarySink) Events([][]byte) error {
 	s.streamed = true
@@ -37,6 +69,10 @@ func newStreamSink(stream grpc.ServerStreamingServer[coordinatorv1.GenerateStrea
 	s.msg.Chunk = &coordinatorv1.GenerateStreamResponse_Openai{Openai: &s.events}
 	return s
 }
+
+// Header implements steps.Sink: run's answerSink sets the header
+// metadata.
+func (*streamSink) Header(http.Header) {}
 
 func (s *streamSink) Events(data [][]byte) error {
 	s.events.Data = data

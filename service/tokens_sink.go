@@ -2,6 +2,7 @@ package service
 
 import (
 	"errors"
+	"net/http"
 
 	"google.golang.org/grpc"
 
@@ -33,6 +34,10 @@ func (s *tokensUnarySink) Response(_ int, _ string, body []byte) error {
 	s.resp = resp
 	return nil
 }
+
+// Header implements steps.Sink: run's answerSink sets the header
+// metadata.
+func (*tokensUnarySink) Header(http.Header) {}
 
 // Events implements steps.Sink: the request asked for no stream.
 func (s *tokensUnarySink) Events([][]byte) error { return errStreamedAnswer }
@@ -72,6 +77,10 @@ func (s *tokensStreamSink) takeChoice() *coordinatorv1.TokensChoice {
 	c.TokenIds, c.Logprobs = c.TokenIds[:0], c.Logprobs[:0]
 	return c
 }
+
+// Header implements steps.Sink: run's answerSink sets the header
+// metadata.
+func (*tokensStreamSink) Header(http.Header) {}
 
 // Events implements steps.Sink.
 func (s *tokensStreamSink) Events(data [][]byte) error {

@@ -91,7 +91,13 @@
 // share one count). Counts are kept in memory for the last 10,000 requests
 // and forgotten by [Sim.Reset].
 //
-// A malformed X-Sim-Fault header is answered 400. Examples:
+// With "X-Sim-Retry-After: <seconds>" the injected status answers of the
+// request carry "Retry-After: <seconds>". Every answer of a worker or the
+// render service carries "X-Sim-Pool: <encode|prefill|decode|render>".
+// Validation errors name the field as the error's param (n, max_tokens,
+// logprobs), as vLLM's OpenAI error objects do.
+//
+// A malformed X-Sim-Fault or X-Sim-Retry-After header is answered 400. Examples:
 // "X-Sim-Fault: prefill=status:500, decode=hang",
 // "X-Sim-Fault: prefill=status-once:503, encode=close/2".
 package sim

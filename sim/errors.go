@@ -21,6 +21,11 @@ func badRequest(format string, args ...any) *apiError {
 	return &apiError{status: http.StatusBadRequest, message: fmt.Sprintf(format, args...)}
 }
 
+// badParam is a 400 about one request field, named as the error's param.
+func badParam(param, format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, message: fmt.Sprintf(format, args...), param: param}
+}
+
 // strictError names a violated wire rule; tests match on the "sim: " prefix.
 func strictError(rule string) *apiError {
 	return &apiError{status: http.StatusBadRequest, message: "sim: " + rule}

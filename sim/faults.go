@@ -11,6 +11,15 @@ import (
 // FaultHeader selects injected faults per request; see the package doc.
 const FaultHeader = "X-Sim-Fault"
 
+// RetryAfterHeader gives the injected status faults of a request a
+// Retry-After header with its value (whole seconds); see the package doc.
+const RetryAfterHeader = "X-Sim-Retry-After"
+
+// PoolHeader is on every answer of a worker or the render service: the
+// pool that answered (encode, prefill, decode, render), a worker header for
+// the coordinator to pass on.
+const PoolHeader = "X-Sim-Pool"
+
 // Fault targets of [FaultHeader].
 const (
 	FaultTargetEncode      = "encode"
@@ -46,6 +55,11 @@ type faultSet map[string]fault
 // parseFaults reads [FaultHeader]; every value may hold a comma list of
 // target=fault entries.
 func parseFaults(h http.Header) (faultSet, *apiError) {
+	if v := h.Get(RetryAfterHeader); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 {
+			return nil, badRequest("sim: invalid %s %q: want whole seconds", RetryAfterHeader, v)
+		}
+	}
 	values := h.Values(FaultHeader)
 	if len(values) == 0 {
 		return nil, nil
@@ -150,6 +164,9 @@ func (f fault) inject(w http.ResponseWriter, r *http.Request) bool {
 	case faultClose:
 		abortConnection()
 	case faultStatus:
+		if v := r.Header.Get(RetryAfterHeader); v != "" {
+			w.Header().Set("Retry-After", v)
+		}
 		writeError(w, &apiError{
 			status:  f.status,
 			message: "sim: injected fault status:" + strconv.Itoa(f.status),

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -116,6 +117,50 @@ func TestFaultStatusOnDirectWorker(t *testing.T) {
 	resp := post(t, e.worker.URL+pathChat, h, `{"messages":[]}`)
 	require.Equal(t, http.StatusBadGateway, resp.status)
 	assert.Equal(t, "sim: injected fault status:502", errorOf(t, resp.body).Message)
+}
+
+// Injected status answers carry X-Sim-Retry-After's value as Retry-After;
+// every answer names its pool in X-Sim-Pool.
+func TestFaultRetryAfterAndPoolHeader(t *testing.T) {
+	t.Parallel()
+	e := strictEnv(t)
+	tests := []struct {
+		name, url, profile, fault, retryAfter, pool, wantRetryAfter string
+		status                                                      int
+	}{
+		{name: "decode 429", url: e.gateway.URL + pathChat, profile: "decode", fault: "decode=status:429", retryAfter: "7",
+			pool: "decode", wantRetryAfter: "7", status: 429},
+		{name: "prefill 503", url: e.gateway.URL + pathChat, profile: "prefill", fault: "prefill=status:503", retryAfter: "0",
+			pool: "prefill", wantRetryAfter: "0", status: 503},
+		{name: "no header, no Retry-After", url: e.gateway.URL + pathChat, profile: "decode", fault: "decode=status:429",
+			pool: "decode", status: 429},
+		{name: "a success", url: e.gateway.URL + pathChat, profile: "decode", retryAfter: "7", pool: "decode", status: 200},
+		{name: "direct worker", url: e.worker.URL + pathChat, fault: "decode=status:429", retryAfter: "3",
+			pool: "decode", wantRetryAfter: "3", status: 429},
+		{name: "render", url: e.render.URL + pathChatRender, fault: "render=status:429", retryAfter: "2",
+			pool: "render", wantRetryAfter: "2", status: 429},
+		{name: "malformed", url: e.gateway.URL + pathChat, profile: "decode", retryAfter: "soon", pool: "decode", status: 400},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := legHeader(tc.profile, "retry-"+strconv.Itoa(i))
+			if tc.fault != "" {
+				h.Set(FaultHeader, tc.fault)
+			}
+			if tc.retryAfter != "" {
+				h.Set(RetryAfterHeader, tc.retryAfter)
+			}
+			body := `{"model":"` + DefaultModel + `","messages":[]}`
+			if tc.profile == "prefill" {
+				body = prefillChatBody
+			}
+			resp := post(t, tc.url, h, body)
+			require.Equal(t, tc.status, resp.status, "body: %s", resp.body)
+			assert.Equal(t, tc.wantRetryAfter, resp.header.Get("Retry-After"))
+			assert.Equal(t, tc.pool, resp.header.Get(PoolHeader))
+		})
+	}
 }
 
 func TestFaultHang(t *testing.T) {

@@ -30,6 +30,7 @@ func (s *Sim) serveGateway(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rl, known := roleOf(profile)
+	w.Header().Set(PoolHeader, rl.String())
 	if s.opts.Strict {
 		if err := checkHeaders(r, len(body) > 0); err != nil {
 			writeError(w, err)

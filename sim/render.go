@@ -29,6 +29,7 @@ func (s *Sim) Render() http.Handler {
 }
 
 func (s *Sim) serveRender(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(PoolHeader, FaultTargetRender)
 	body, readErr := readBody(w, r, s.opts.MaxBodyBytes)
 	w = trackStatus(w, s.legs.record(ServiceRender, "", r, body))
 	if readErr != nil {

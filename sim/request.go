@@ -189,16 +189,16 @@ func parseWorkerRequest(f format, body []byte) (*workerRequest, *apiError) {
 		req.promptIDs = req.TokenIDs
 	}
 	if n := req.choices(); n < 1 || n > maxChoices {
-		return nil, badRequest("n must be between 1 and %d, got %d", maxChoices, n)
+		return nil, badParam("n", "n must be between 1 and %d, got %d", maxChoices, n)
 	}
 	if m := req.maxTokens(); m != nil && (*m < 1 && !req.echoOnly() || *m > MaxModelLen) {
-		return nil, badRequest("max_tokens must be between 1 and %d, got %d", MaxModelLen, *m)
+		return nil, badParam("max_tokens", "max_tokens must be between 1 and %d, got %d", MaxModelLen, *m)
 	}
 	if m := req.maxTokens(); m != nil && *m*req.choices() > maxOutputTokens {
 		return nil, badRequest("sim: n × max_tokens must be at most %d", maxOutputTokens)
 	}
 	if lp := req.logprobs(); lp > maxLogprobs {
-		return nil, badRequest("logprobs must be at most %d, got %d", maxLogprobs, lp)
+		return nil, badParam("logprobs", "logprobs must be at most %d, got %d", maxLogprobs, lp)
 	}
 	if err := req.checkPromptLogprobs(); err != nil {
 		return nil, err

@@ -58,6 +58,7 @@ func (s *Sim) Worker() http.Handler {
 }
 
 func (s *Sim) serveWorker(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(PoolHeader, roleDecode.String())
 	body, apiErr := readBody(w, r, s.opts.MaxBodyBytes)
 	if apiErr != nil {
 		writeError(w, apiErr)

@@ -2,6 +2,7 @@ package steps
 
 import (
 	"encoding/json"
+	"net/http"
 
 	"github.com/coordinator-project/coordinator/internal/headers"
 )
@@ -125,8 +126,14 @@ type Placeholder struct {
 // Sink receives the answer of one request. A step calls either Response
 // once, or Events for each batch of server-sent events; the first call
 // commits the answer (a later error can no longer change its status). A
-// Sink is used by one goroutine at a time.
+// step relaying a worker's answer calls Header first, once. A Sink is used
+// by one goroutine at a time.
 type Sink interface {
+	// Header delivers the header of the worker's answer that Response or
+	// Events deliver next, as it came (the sink keeps what the header
+	// policy lets reach the client: headers.AnswerMetadata). h must not be
+	// modified and is not valid after the call.
+	Header(h http.Header)
 	// Response delivers a whole answer: the worker's status, content type
 	// and body. The body becomes the sink's.
 	Response(status int, contentType string, body []byte) error

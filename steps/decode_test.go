@@ -3,7 +3,9 @@ package steps_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -78,6 +80,43 @@ func TestDecodeWorkerErrorIsRelayed(t *testing.T) {
 	assert.True(t, se.Relay)
 	assert.Equal(t, http.StatusNotFound, se.StatusCode)
 	assert.JSONEq(t, `{"error":{"message":"The model x does not exist."}}`, string(se.Body))
+}
+
+// The worker's answer header reaches the sink before the answer, as it
+// came, streamed or not; a relayed error keeps it on the StatusError.
+func TestDecodeDeliversTheWorkersHeader(t *testing.T) {
+	t.Parallel()
+	gw := steptest.NewGateway(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Worker", "w-7")
+		if r.Header.Get("X-Fail") != "" {
+			w.Header().Set("Retry-After", "3")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		if b, _ := io.ReadAll(r.Body); strings.Contains(string(b), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte("data: [DONE]\n\n"))
+			return
+		}
+		_, _ = w.Write([]byte(`{}`))
+	})
+	for _, stream := range []bool{false, true} {
+		body := `{"model":"m"}`
+		if stream {
+			body = `{"model":"m","stream":true}`
+		}
+		sink := &steptest.Sink{}
+		rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatCompletions, Body: []byte(body), Stream: stream, Sink: sink}
+		require.ErrorIs(t, newDecode(t, gw.URL, nil).Execute(context.Background(), rc), steps.ErrDone)
+		require.Len(t, sink.Headers, 1, "stream %v", stream)
+		assert.Equal(t, "w-7", sink.Headers[0].Get("X-Worker"))
+	}
+	rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatChat, Body: []byte(`{"model":"m"}`), Sink: &steptest.Sink{},
+		Header: headers.NewForwarded("x-fail", "1")}
+	var se *upstream.StatusError
+	require.ErrorAs(t, newDecode(t, gw.URL, nil).Execute(context.Background(), rc), &se)
+	assert.Equal(t, "3", se.Header.Get("Retry-After"))
+	assert.Equal(t, "w-7", se.Header.Get("X-Worker"))
 }
 
 func TestDecodeBodyShapes(t *testing.T) {

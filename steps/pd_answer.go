@@ -144,6 +144,9 @@ type clientAnswer struct {
 // quoted key only as a key (inside a string its quotes are escaped).
 var usageKey = []byte(`"usage"`)
 
+// Header implements Sink: the worker's answer header goes on unchanged.
+func (s *clientAnswer) Header(h http.Header) { s.next.Header(h) }
+
 // Response implements Sink.
 func (s *clientAnswer) Response(status int, contentType string, body []byte) error {
 	if !s.pd && !bytes.Contains(body, usageKey) {

@@ -14,11 +14,12 @@ import (
 // maxEventSize bounds one server-sent event from a worker.
 const maxEventSize = 16 << 20
 
-// relay passes a worker's 2xx answer to the sink: each server-sent event as
-// it arrives when the worker streams, otherwise the whole body. It closes
-// the response body.
+// relay passes a worker's 2xx answer to the sink: its header, then each
+// server-sent event as it arrives when the worker streams, otherwise the
+// whole body. It closes the response body.
 func relay(resp *http.Response, sink Sink) error {
 	defer resp.Body.Close()
+	sink.Header(resp.Header)
 	ct := resp.Header.Get("Content-Type")
 	if media, _, _ := mime.ParseMediaType(ct); media == "text/event-stream" {
 		return relayEvents(resp.Body, sink)

@@ -191,7 +191,10 @@ func TestCascadeRenderRejectionReachesTheClient(t *testing.T) {
 	resp := st.post(t, "/v1/chat/completions", chatBody, http.Header{"X-Sim-Fault": {"render=status:422"}, "X-Request-Id": {"rid-422"}})
 	body := readAll(t, resp.Body)
 	assert.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
-	assert.Contains(t, body, "render rejected the request: HTTP 422 (request_id: rid-422)")
+	msg, _, code := openAIError(t, body)
+	assert.Equal(t, "render rejected the request: sim: injected fault status:422 (request_id: rid-422)", msg,
+		"the worker's OpenAI error message inside ours (D20)")
+	assert.Equal(t, http.StatusUnprocessableEntity, code)
 
 	resp = st.post(t, "/v1/chat/completions", chatBody, http.Header{"X-Sim-Fault": {"prefill=status:500"}})
 	body = readAll(t, resp.Body)

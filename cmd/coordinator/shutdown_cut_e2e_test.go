@@ -88,7 +88,8 @@ func TestShutdownCutIsUnavailableNotAnError(t *testing.T) {
 	for end := range ends {
 		switch {
 		case strings.HasPrefix(end, "rest-stream"):
-			assert.Contains(t, end, `{"error":{"message":"server shutting down","type":"api_error","param":null,"code":503}}`)
+			id, _, _ := strings.Cut(end, ": ")
+			assert.Contains(t, end, `{"error":{"message":"server shutting down (request_id: `+id+`)","type":"api_error","param":null,"code":503}}`)
 		case strings.HasPrefix(end, "rest-unary"):
 			assert.Equal(t, "rest-unary: 503", end)
 		default:

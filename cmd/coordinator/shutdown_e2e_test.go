@@ -187,7 +187,7 @@ func TestGracefulShutdown(t *testing.T) {
 	assert.Equal(t, "2", resp.Header.Get("Retry-After"))
 	assert.True(t, resp.Close, "the connection closes so the retry goes elsewhere")
 	msg, _, code := openAIError(t, body)
-	assert.Equal(t, "server shutting down", msg)
+	assert.Equal(t, "server shutting down (request_id: "+resp.Header.Get("X-Request-Id")+")", msg)
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	_, err = client.Generate(context.Background(), chatRequest("late", chatBody))
 	refusal := status.Convert(err)
@@ -228,7 +228,7 @@ func TestGracefulShutdown(t *testing.T) {
 	require.NotEmpty(t, restLongEvents)
 	last := restLongEvents[len(restLongEvents)-1]
 	msg, typ, code := openAIError(t, last)
-	assert.Equal(t, "server shutting down", msg, "the final event: %s", last)
+	assert.Regexp(t, `^server shutting down \(request_id: [0-9a-f-]{36}\)$`, msg, "the final event names the request id (D19): %s", last)
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Equal(t, "api_error", typ)
 	assert.NotContains(t, restLongEvents, "[DONE]")

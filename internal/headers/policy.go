@@ -13,7 +13,8 @@ import (
 //	REST client ──FromHTTP──────────────▶ legs (the passthrough: Passthrough)
 //	REST client ──MetadataKey/ToMetadata─▶ in-process gRPC call ──FromMetadata──▶ legs
 //	gRPC client ─────────────────────────────────────────────────FromMetadata──▶ legs
-//	call metadata ──ResponseKey──▶ REST client
+//	worker answer ──AnswerMetadata──▶ call header metadata ──▶ gRPC client
+//	call header metadata ──ResponseKey──▶ REST client
 //	any relayed answer ──DropHopByHop──▶ client
 
 // notForwarded are the client headers no leg receives: hop-by-hop headers,
@@ -107,27 +108,6 @@ func MetadataKey(name string) (string, bool) {
 	return k, true
 }
 
-// ToMetadata is the call metadata of a REST client's headers for a call
-// made without grpc-gateway: Authorization, and what MetadataKey matches
-// with a value that can travel as ASCII metadata. Call DropHopByHop on h
-// first: this sees one name at a time.
-func ToMetadata(h http.Header) metadata.MD {
-	md := make(metadata.MD, len(h))
-	for k, v := range h {
-		if len(v) == 0 {
-			continue
-		}
-		if k == "Authorization" {
-			md["authorization"] = v[:1:1]
-			continue
-		}
-		if mk, ok := MetadataKey(k); ok && validMetadataValue(v[0]) {
-			md[mk] = v[:1:1]
-		}
-	}
-	return md
-}
-
 // validMetadataValue reports whether v can travel as gRPC ASCII metadata.
 func validMetadataValue(v string) bool {
 	for i := 0; i < len(v); i++ {
@@ -138,14 +118,94 @@ func validMetadataValue(v string) bool {
 	return true
 }
 
+// allValidMetadataValues reports whether every value of v can travel as
+// gRPC ASCII metadata.
+func allValidMetadataValues(v []string) bool {
+	for _, value := range v {
+		if !validMetadataValue(value) {
+			return false
+		}
+	}
+	return true
+}
+
+// validMetadataKey reports whether a lowercase name can be a gRPC metadata
+// key: 0-9 a-z - _ . only (gRPC refuses a whole header set holding one
+// that is not).
+func validMetadataKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// notRelayed are the headers of a worker's answer that never reach the
+// client as the worker sent them: the framing the coordinator writes itself
+// (Content-Length; the Content-Type travels in the answer's message) and
+// the headers it owns (X-Request-Id; Server-Timing, the coordinator's step
+// timings).
+var notRelayed = map[string]bool{
+	"content-length": true, "content-type": true, "x-request-id": true, "server-timing": true,
+}
+
+// Relayable reports whether a header of a worker's answer (lowercase name)
+// reaches the client: not hop-by-hop, not one the coordinator owns, not
+// gRPC's own, and valid as a metadata key.
+func Relayable(key string) bool {
+	return validMetadataKey(key) && !notRelayed[key] && !isHopByHop(key) && !grpcOwned(key)
+}
+
+// AnswerMetadata is the call header metadata the headers of a worker's
+// answer become (the decode leg's, or a conditional-decode hit's; 2xx and
+// relayed 4xx/5xx alike): each Relayable header less those its Connection
+// header names, with every value that can travel as metadata. gRPC
+// clients get it as response header metadata; the REST front turns it back
+// into headers (ResponseKey). h is not modified; the result may share its
+// value slices.
+func AnswerMetadata(h http.Header) metadata.MD {
+	md := make(metadata.MD, len(h))
+	for k, v := range h {
+		lk := strings.ToLower(k)
+		if !Relayable(lk) {
+			continue
+		}
+		if allValidMetadataValues(v) {
+			if len(v) > 0 {
+				md[lk] = v
+			}
+			continue
+		}
+		for _, value := range v {
+			if validMetadataValue(value) {
+				md[lk] = append(md[lk], value)
+			}
+		}
+	}
+	for _, name := range connectionOptions(h) {
+		delete(md, strings.ToLower(name))
+	}
+	return md
+}
+
 // ResponseKey is the REST response header a key of the call's header
-// metadata becomes: only the step timings reach REST clients, as
-// Server-Timing.
+// metadata becomes (grpc-gateway's outgoing header matcher): the step
+// timings as Server-Timing, and the worker's headers (AnswerMetadata) under
+// their canonical names. X-Request-Id is not matched: the REST front sets
+// it itself.
 func ResponseKey(key string) (string, bool) {
 	if key == "server-timing" {
 		return "Server-Timing", true
 	}
-	return "", false
+	if !Relayable(key) {
+		return "", false
+	}
+	return textproto.CanonicalMIMEHeaderKey(key), true
 }
 
 // hopByHop are the headers that describe one connection and are never
@@ -153,6 +213,16 @@ func ResponseKey(key string) (string, bool) {
 var hopByHop = [...]string{
 	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
 	"Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// isHopByHop reports whether a lowercase name is a hop-by-hop header.
+func isHopByHop(key string) bool {
+	for _, name := range hopByHop {
+		if strings.EqualFold(name, key) {
+			return true
+		}
+	}
+	return false
 }
 
 // DropHopByHop removes h's hop-by-hop headers, those its Connection header

@@ -139,15 +139,6 @@ func TestMetadataKey(t *testing.T) {
 	}
 }
 
-func TestToMetadata(t *testing.T) {
-	t.Parallel()
-	h := http.Header{
-		"Authorization": {"Bearer t", "second"}, "X-Custom": {"v"}, "X-Binary": {"caf\xc3\xa9"},
-		"Epp-Profile": {"decode"}, "User-Agent": {"curl"}, "Empty": {},
-	}
-	assert.Equal(t, metadata.MD{"authorization": {"Bearer t"}, "x-custom": {"v"}}, headers.ToMetadata(h))
-}
-
 func TestFromMetadata(t *testing.T) {
 	t.Parallel()
 	md := metadata.MD{
@@ -158,12 +149,78 @@ func TestFromMetadata(t *testing.T) {
 	assert.Equal(t, headers.NewForwarded("authorization", "Bearer t", "x-custom", "a"), headers.FromMetadata(md))
 }
 
+// TestAnswerPolicy is the policy for the headers of a worker's answer (the
+// decode leg's, a conditional-decode hit's), one row per header: whether it
+// reaches gRPC clients as header metadata (AnswerMetadata) and REST clients
+// as a response header (AnswerMetadata, then ResponseKey), with the
+// worker's value.
+func TestAnswerPolicy(t *testing.T) {
+	t.Parallel()
+	tests := map[string]bool{
+		"Retry-After":                    true,
+		"X-Ratelimit-Remaining-Requests": true,
+		"X-Sim-Pool":                     true,
+		"Date":                           true,
+		"Server":                         true,
+		"Vary":                           true,
+		"Cache-Control":                  true,
+		"Content-Encoding":               true,
+		"Www-Authenticate":               true,
+		"X_under.score":                  true,
+		"Content-Length":                 false, // the coordinator's framing
+		"Content-Type":                   false, // carried in the answer's message
+		"X-Request-Id":                   false, // the coordinator's
+		"Server-Timing":                  false, // the coordinator's step timings
+		"Connection":                     false,
+		"Keep-Alive":                     false,
+		"Proxy-Authenticate":             false,
+		"Proxy-Connection":               false,
+		"Te":                             false,
+		"Trailer":                        false,
+		"Transfer-Encoding":              false,
+		"Upgrade":                        false,
+		"Grpc-Status":                    false, // gRPC's own
+		"Grpc-Message":                   false,
+		"User-Agent":                     false,
+		"X-Trace-Bin":                    false, // binary metadata
+		"X-Bang!":                        false, // a valid HTTP name, not a metadata key
+	}
+	for name, want := range tests {
+		in := http.Header{name: {"v 1"}}
+		md := headers.AnswerMetadata(in)
+		key := lowerASCII(name)
+		assert.Equal(t, want, len(md[key]) == 1 && md[key][0] == "v 1", "gRPC: %s", name)
+		out := http.Header{}
+		for k, vs := range md {
+			if h, ok := headers.ResponseKey(k); ok {
+				for _, v := range vs {
+					out.Add(h, v)
+				}
+			}
+		}
+		assert.Equal(t, want, out.Get(name) == "v 1", "REST: %s", name)
+		assert.Len(t, md, map[bool]int{true: 1, false: 0}[want], name)
+	}
+}
+
+func TestAnswerMetadataKeepsEveryValueThatCanTravel(t *testing.T) {
+	t.Parallel()
+	in := http.Header{
+		"Set-Cookie": {"a=1", "b=2"}, "X-Caf": {"caf\xc3\xa9", "ok"}, "Empty": {},
+		"Connection": {"X-Named"}, "X-Named": {"hop"}, "Retry-After": {"7"},
+	}
+	assert.Equal(t, metadata.MD{"set-cookie": {"a=1", "b=2"}, "x-caf": {"ok"}, "retry-after": {"7"}}, headers.AnswerMetadata(in))
+	assert.Equal(t, []string{"hop"}, in["X-Named"], "the input is not modified")
+}
+
 func TestResponseKey(t *testing.T) {
 	t.Parallel()
-	k, ok := headers.ResponseKey("server-timing")
-	assert.True(t, ok)
-	assert.Equal(t, "Server-Timing", k)
-	for _, key := range []string{"x-request-id", "content-type", "grpc-status", "x-custom"} {
+	for key, want := range map[string]string{"server-timing": "Server-Timing", "retry-after": "Retry-After", "x-custom": "X-Custom"} {
+		k, ok := headers.ResponseKey(key)
+		assert.True(t, ok, key)
+		assert.Equal(t, want, k)
+	}
+	for _, key := range []string{"x-request-id", "content-type", "content-length", "grpc-status", "x-trace-bin", ":status", "connection"} {
 		_, ok := headers.ResponseKey(key)
 		assert.False(t, ok, key)
 	}

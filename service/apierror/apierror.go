@@ -21,9 +21,11 @@ import (
 
 // FromError is the one place a pipeline error becomes what the client
 // sees: a gRPC status, whose code and details HTTPStatus turns into the REST
-// status. Messages carry the request id and never an upstream body, except
-// the decode leg's, which is attached verbatim for relay. An image origin's
-// failure is UNAVAILABLE with an UpstreamError of leg "image" (REST 502).
+// status. Messages carry the request id and never an upstream body: the
+// decode leg's is attached verbatim for relay, and of a leg's 4xx OpenAI
+// error object only its message and param are kept (upstreamStatus). An
+// image origin's failure is UNAVAILABLE with an UpstreamError of leg
+// "image" (REST 502).
 func FromError(err error, requestID string) *status.Status {
 	if s, ok := status.FromError(err); ok && err != nil {
 		return s // already a status (e.g. from request validation)
@@ -35,15 +37,7 @@ func FromError(err error, requestID string) *status.Status {
 	case errors.Is(err, context.Canceled):
 		return status.New(codes.Canceled, "request cancelled")
 	case errors.As(err, &se):
-		code, msg := codeOf(se.StatusCode), fmt.Sprintf("%s failed: HTTP %d (request_id: %s)", se.Leg, se.StatusCode, requestID)
-		if se.StatusCode >= 400 && se.StatusCode < 500 {
-			msg = fmt.Sprintf("%s rejected the request: HTTP %d (request_id: %s)", se.Leg, se.StatusCode, requestID)
-		}
-		detail := &coordinatorv1.UpstreamError{Leg: se.Leg, StatusCode: int32(se.StatusCode), ContentType: se.ContentType}
-		if se.Relay {
-			detail.Body, detail.Relay = se.Body, true
-		}
-		return withDetail(status.New(code, msg), detail)
+		return upstreamStatus(se, requestID)
 	case errors.Is(err, steps.ErrInvalidRequest):
 		return status.New(codes.InvalidArgument, fmt.Sprintf("%v (request_id: %s)", err, requestID))
 	case errors.As(err, &te):
@@ -59,6 +53,39 @@ func FromError(err error, requestID string) *status.Status {
 	default:
 		return status.New(codes.Internal, fmt.Sprintf("internal error (request_id: %s)", requestID))
 	}
+}
+
+// upstreamStatus is the status of a leg's non-2xx answer. A 4xx whose
+// body is an OpenAI error object keeps the worker's message and param, with
+// the leg and the request id (compat §15 D20): "prefill rejected the
+// request: n must be at least 1 (request_id: r)". Any other body, and every
+// 5xx body, stays in the logs: "prefill failed: HTTP 503 (request_id: r)".
+// A relayed answer (the decode legs') carries its body for the REST front.
+func upstreamStatus(se *upstream.StatusError, requestID string) *status.Status {
+	detail := &coordinatorv1.UpstreamError{Leg: se.Leg, StatusCode: int32(se.StatusCode), ContentType: se.ContentType}
+	msg := fmt.Sprintf("%s failed: HTTP %d (request_id: %s)", se.Leg, se.StatusCode, requestID)
+	if se.StatusCode >= 400 && se.StatusCode < 500 {
+		what := fmt.Sprintf("HTTP %d", se.StatusCode)
+		if m, param, ok := workerError(se.Body); ok {
+			what, detail.Message, detail.Param = m, m, param
+		}
+		msg = fmt.Sprintf("%s rejected the request: %s (request_id: %s)", se.Leg, what, requestID)
+	}
+	if se.Relay {
+		detail.Body, detail.Relay = se.Body, true
+	}
+	return withDetail(status.New(codeOf(se.StatusCode), msg), detail)
+}
+
+// RefusalStatus is a step's refusal as the error of a call that cannot
+// carry it as an answer (a stream, whose messages have no status): the
+// refusal's status mapped to a code, its message with the request id, and
+// the framed answer attached as a relayed UpstreamError (leg: the step)
+// for the REST front to write with the refusal's status.
+func RefusalStatus(r *steps.Refusal, step, requestID string) *status.Status {
+	a := RefusalAnswer(r)
+	return withDetail(status.New(codeOf(r.Status), fmt.Sprintf("%s (request_id: %s)", r.Message, requestID)),
+		&coordinatorv1.UpstreamError{Leg: step, StatusCode: int32(a.Status), ContentType: a.ContentType, Body: a.Body, Relay: true})
 }
 
 // transportStatus is the status of a leg that got no usable answer: a

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -147,4 +148,79 @@ func TestTransportFailures(t *testing.T) {
 	}
 	assert.Equal(t, http.StatusGatewayTimeout, apierror.HTTPStatus(apierror.FromError(fmt.Errorf("decode: %w", context.DeadlineExceeded), "rid")),
 		"the request's own deadline")
+}
+
+// TestLegErrorMessages: a leg's 4xx OpenAI error object reaches the client
+// inside ours, with the worker's status, message and param (compat §15
+// D20); other bodies and 5xx bodies do not.
+func TestLegErrorMessages(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", 600) // 1200 bytes
+	tests := []struct {
+		name        string
+		err         *upstream.StatusError
+		httpStatus  int
+		message     string
+		workerMsg   string
+		workerParam string
+	}{
+		{name: "prefill 400 error object",
+			err:        &upstream.StatusError{Leg: "prefill", StatusCode: 400, Body: []byte(`{"error":{"message":"n must be at least 1","type":"BadRequestError","param":"n","code":400}}`)},
+			httpStatus: 400, message: "prefill rejected the request: n must be at least 1 (request_id: rid)", workerMsg: "n must be at least 1", workerParam: "n"},
+		{name: "render 404, vLLM's older shape",
+			err:        &upstream.StatusError{Leg: "render", StatusCode: 404, Body: []byte(`{"object":"error","message":"The model ` + "`nope`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`)},
+			httpStatus: 404, message: "render rejected the request: The model `nope` does not exist. (request_id: rid)", workerMsg: "The model `nope` does not exist."},
+		{name: "encode 413, param not a string",
+			err:        &upstream.StatusError{Leg: "encode[0]", StatusCode: 413, Body: []byte(` {"error":{"message":"too big","param":7}}`)},
+			httpStatus: 413, message: "encode[0] rejected the request: too big (request_id: rid)", workerMsg: "too big"},
+		{name: "decode 400 is relayed and named",
+			err:        &upstream.StatusError{Leg: "decode", StatusCode: 400, Relay: true, Body: []byte(`{"error":{"message":"max_tokens too large","param":"max_tokens"}}`)},
+			httpStatus: 400, message: "decode rejected the request: max_tokens too large (request_id: rid)", workerMsg: "max_tokens too large", workerParam: "max_tokens"},
+		{name: "a long message is cut",
+			err:        &upstream.StatusError{Leg: "prefill", StatusCode: 400, Body: []byte(`{"error":{"message":"` + long + `"}}`)},
+			httpStatus: 400, message: "prefill rejected the request: " + strings.Repeat("é", 510) + "… (request_id: rid)", workerMsg: strings.Repeat("é", 510) + "…"},
+		{name: "FastAPI's validation body is not an OpenAI error",
+			err:        &upstream.StatusError{Leg: "prefill", StatusCode: 422, Body: []byte(`{"detail":[{"loc":["body","n"],"msg":"bad"}]}`)},
+			httpStatus: 422, message: "prefill rejected the request: HTTP 422 (request_id: rid)"},
+		{name: "an error string is not an error object",
+			err:        &upstream.StatusError{Leg: "prefill", StatusCode: 400, Body: []byte(`{"error":"nope"}`)},
+			httpStatus: 400, message: "prefill rejected the request: HTTP 400 (request_id: rid)"},
+		{name: "an empty message is none",
+			err:        &upstream.StatusError{Leg: "render", StatusCode: 400, Body: []byte(`{"error":{"message":""}}`)},
+			httpStatus: 400, message: "render rejected the request: HTTP 400 (request_id: rid)"},
+		{name: "plain text",
+			err:        &upstream.StatusError{Leg: "render", StatusCode: 400, Body: []byte(`Bad Request`)},
+			httpStatus: 400, message: "render rejected the request: HTTP 400 (request_id: rid)"},
+		{name: "a 5xx body stays in the logs",
+			err:        &upstream.StatusError{Leg: "prefill", StatusCode: 500, Body: []byte(`{"error":{"message":"CUDA out of memory"}}`)},
+			httpStatus: 502, message: "prefill failed: HTTP 500 (request_id: rid)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			st := status.Convert(apierror.FromError(tt.err, "rid").Err()) // through the wire form
+			assert.Equal(t, tt.message, st.Message())
+			assert.Equal(t, tt.httpStatus, apierror.HTTPStatus(st))
+			u := apierror.UpstreamDetail(st)
+			require.NotNil(t, u)
+			assert.Equal(t, tt.workerMsg, u.GetMessage())
+			assert.Equal(t, tt.workerParam, u.GetParam())
+			assert.Equal(t, tt.err.Relay, u.GetRelay())
+		})
+	}
+}
+
+func TestRefusalStatus(t *testing.T) {
+	t.Parallel()
+	r := &steps.Refusal{Status: 400, Type: "invalid_request_error", Code: "INVALID_REQUEST", Message: "stream is only supported in passthrough mode"}
+	st := status.Convert(apierror.RefusalStatus(r, "async-broker", "rid").Err())
+	assert.Equal(t, codes.InvalidArgument, st.Code())
+	assert.Equal(t, "stream is only supported in passthrough mode (request_id: rid)", st.Message())
+	assert.Equal(t, 400, apierror.HTTPStatus(st))
+	u := apierror.UpstreamDetail(st)
+	require.NotNil(t, u)
+	assert.True(t, u.GetRelay())
+	assert.Equal(t, "async-broker", u.GetLeg())
+	assert.Equal(t, "application/json", u.GetContentType())
+	assert.Equal(t, `{"error":{"message":"stream is only supported in passthrough mode","type":"invalid_request_error","code":"INVALID_REQUEST"}}`, string(u.GetBody()))
 }

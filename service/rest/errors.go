@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
@@ -13,16 +14,21 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/status"
 
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/apierror"
 )
 
-// writeError writes err as the REST client sees it: the decode worker's own
-// status and body when the error carries them, otherwise an OpenAI error
-// object with the status apierror chooses. A refusal's RetryInfo becomes
-// Retry-After; a refusal because the server shuts down also closes the
-// connection (HTTP/2: GOAWAY), so the client's retry finds another server.
+// writeError is the REST front's one error writer: err as the REST client
+// sees it. The decode worker's own status and body when the error carries
+// them (or a step's refusal of a stream), otherwise an OpenAI error object
+// with the status apierror chooses, whose message names the request id of
+// the answer's X-Request-Id. A refusal's RetryInfo becomes Retry-After; a
+// refusal because the server shuts down also closes the connection
+// (HTTP/2: GOAWAY), so the client's retry finds another server.
 func writeError(w http.ResponseWriter, err error) {
-	st := status.Convert(err)
+	st := withRequestID(status.Convert(err), w.Header().Get("X-Request-Id"))
 	code := apierror.HTTPStatus(st)
 	if d, ok := apierror.RetryDelay(st); ok {
 		w.Header().Set("Retry-After", retryAfter(d))
@@ -66,6 +72,15 @@ func bodyFailure(err error) (code int, message string) {
 	return http.StatusBadRequest, "failed to read request body"
 }
 
+// writeOwnError writes an error the front decides before any request id
+// is settled (405, 404): the client's valid X-Request-Id or a new one
+// becomes the answer's, and ends the message.
+func writeOwnError(w http.ResponseWriter, r *http.Request, code int, message string) {
+	id := requestid.OrNew(r.Header.Get("X-Request-Id"))
+	w.Header().Set("X-Request-Id", id)
+	writeOpenAIError(w, code, message+" (request_id: "+id+")", "")
+}
+
 // writeOpenAIError writes {"error":{"message","type","param","code"}}
 // (apierror.AppendOpenAIError).
 func writeOpenAIError(w http.ResponseWriter, code int, message, param string) {
@@ -75,17 +90,49 @@ func writeOpenAIError(w http.ResponseWriter, code int, message, param string) {
 	_, _ = w.Write(apierror.AppendOpenAIError(nil, code, message, param))
 }
 
-// paramOf names the first field a validation error is about, if any.
+// withRequestID is st with " (request_id: id)" at the end of its message,
+// unless it names id already (the service's errors do; the refusals of the
+// admission, for one, do not). An empty id leaves st as it is.
+func withRequestID(st *status.Status, id string) *status.Status {
+	if id == "" || strings.Contains(st.Message(), "request_id: "+id) {
+		return st
+	}
+	p := st.Proto()
+	p.Message += " (request_id: " + id + ")"
+	return status.FromProto(p)
+}
+
+// paramOf names the request field an error is about, if any: the first
+// field of a validation error, or the param of a worker's error object.
 func paramOf(st *status.Status) string {
 	for _, d := range st.Details() {
-		if v, ok := d.(*validate.Violations); ok && len(v.GetViolations()) > 0 {
-			return protovalidate.FieldPathString(v.GetViolations()[0].GetField())
+		switch d := d.(type) {
+		case *validate.Violations:
+			if len(d.GetViolations()) > 0 {
+				return protovalidate.FieldPathString(d.GetViolations()[0].GetField())
+			}
+		case *coordinatorv1.UpstreamError:
+			if d.GetParam() != "" {
+				return d.GetParam()
+			}
 		}
 	}
 	return ""
 }
 
-// gatewayError is grpc-gateway's error handler for the unary routes.
-func gatewayError(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
+// gatewayError is grpc-gateway's error handler: the errors of unary calls,
+// and of a stream that could not start. The call's header metadata (a
+// relayed worker answer's headers, ...) becomes headers as on a success.
+func gatewayError(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
+	if md, ok := runtime.ServerMetadataFromContext(ctx); ok {
+		h := w.Header()
+		for k, vs := range md.HeaderMD {
+			if name, ok := headers.ResponseKey(k); ok {
+				for _, v := range vs {
+					h.Add(name, v)
+				}
+			}
+		}
+	}
 	writeError(w, err)
 }

@@ -1,9 +1,11 @@
 // Package rest is the coordinator's OpenAI-compatible REST front: the only
 // place that knows HTTP and OpenAI framing. Requests reach CoordinatorService
-// through a real gRPC client connection, so the gRPC interceptors
-// (logging, recovery, protovalidate) run for REST as for gRPC clients:
-// non-streaming requests through the grpc-gateway mux, streaming ones
-// through a server-sent-events forwarder over GenerateStream.
+// through a gRPC client connection (the in-process Channel), so the gRPC
+// interceptors (admission, logging, recovery, protovalidate) run for REST as
+// for gRPC clients. The front reads and checks each inference request,
+// then hands it to the grpc-gateway handler of Generate or, with "stream":
+// true, of GenerateStream (transcode.go), which does the call, its
+// metadata and its errors, and frames the answer (marshaler.go, sse.go).
 package rest
 
 import (
@@ -36,7 +38,7 @@ type Handler struct {
 	metrics *metrics.Metrics
 	queued  steps.RequestStore // nil without a step keeping queued requests (requests.go)
 	holder  steps.Holder       // nil: no request is held open (requests.go)
-	// streamWriteTimeout bounds each write of a stream (stream.go); 0: none.
+	// streamWriteTimeout bounds each write of a stream (transcode.go); 0: none.
 	streamWriteTimeout time.Duration
 	pass               *passthrough // nil without a gateway to relay to (passthrough.go)
 	// endpoints are the inference routes' metrics labels, by mux pattern.
@@ -50,10 +52,13 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, rawJSON{}),
 		runtime.WithMarshalerOption("application/json", rawJSON{}),
 		runtime.WithErrorHandler(gatewayError),
+		runtime.WithStreamErrorHandler(streamError),
 		runtime.WithIncomingHeaderMatcher(headers.MetadataKey),
 		runtime.WithOutgoingHeaderMatcher(headers.ResponseKey),
 		runtime.WithOutgoingTrailerMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithForwardResponseOption(forwardStatus),
+		runtime.WithDisableChunkedEncoding(), // net/http chunks a stream itself
+		runtime.WithDisablePathLengthFallback(),
 	)
 	if err := coordinatorv1.RegisterCoordinatorServiceHandlerClient(ctx, gw, client); err != nil {
 		return nil, err
@@ -110,11 +115,12 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 
 // inference handles one OpenAI route: it reads the body once under the
 // size cap, checks it is a JSON object, settles the request id, and hands
-// the bytes to Generate (through grpc-gateway) or GenerateStream (as SSE)
-// according to the body's "stream". It counts the request in the metrics
-// with the status the client got.
+// the bytes to Generate or GenerateStream through grpc-gateway according
+// to the body's "stream". It counts the request in the metrics with the
+// status the client got.
 func (h *Handler) inference(endpoint coordinatorv1.Endpoint) http.Handler {
 	name := service.FormatOf(endpoint).String()
+	b := bindingOf(endpoint)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w}
@@ -122,12 +128,12 @@ func (h *Handler) inference(endpoint coordinatorv1.Endpoint) http.Handler {
 			h.metrics.RequestDone(metrics.APIREST, name, strconv.Itoa(rec.status()), time.Since(start))
 			h.metrics.Bytes(metrics.APIREST, "out", rec.written)
 		}()
-		h.serveInference(rec, r, endpoint)
+		h.serveInference(rec, r, b)
 	})
 }
 
 // serveInference is inference's work on one request.
-func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, endpoint coordinatorv1.Endpoint) {
+func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b binding) {
 	id := requestid.OrNew(r.Header.Get("X-Request-Id"))
 	w.Header().Set("X-Request-Id", id)
 	headers.DropHopByHop(r.Header) // the matcher sees one name at a time
@@ -148,23 +154,10 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, endpoin
 	}
 	h.metrics.Bytes(metrics.APIREST, "in", len(data))
 	defer h.metrics.Begin(metrics.APIREST, stream)()
-	if stream {
-		h.serveStream(w, r, &coordinatorv1.GenerateStreamRequest{
-			RequestId: id,
-			Input: &coordinatorv1.GenerateStreamRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{
-				Endpoint: endpoint, Json: data,
-			}},
-		})
-		return
+	if !stream {
+		h.holdOpen(w, r)
 	}
-	h.holdOpen(w, r)
-	// grpc-gateway would make X-Forwarded-Host the client's Host and add its
-	// address to X-Forwarded-For: the legs carry the client's own values,
-	// as on the streaming route and over gRPC (compat §3.4).
-	r = r.WithContext(r.Context())
-	r.Host, r.RemoteAddr = "", ""
-	r.Body = &requestBody{endpoint: endpoint, requestID: id, data: data}
-	h.gateway.ServeHTTP(w, r)
+	h.transcode(w, r, b, id, data, stream)
 }
 
 // readBody reads the whole body, failing with *http.MaxBytesError past the cap.

@@ -12,32 +12,33 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 )
 
-// requestBody is the request body the front handler has already read and
-// checked: rawJSON's decoder puts it into the gRPC request unparsed.
-type requestBody struct {
-	endpoint  coordinatorv1.Endpoint
-	requestID string
-	data      []byte
-}
-
-// Read reports the body as consumed: rawJSON takes data directly.
-func (*requestBody) Read([]byte) (int, error) { return 0, io.EOF }
-
-// Close implements io.Closer.
-func (*requestBody) Close() error { return nil }
-
-// rawJSON is the grpc-gateway marshaler of the OpenAI routes: request bodies
-// go into GenerateRequest.openai.json as bytes and responses come out as the
-// worker's bytes, with no JSON parsing or re-encoding on either side.
+// rawJSON is the grpc-gateway marshaler of every route served through the
+// mux, for every content type. Request bodies go into openai.json as bytes
+// and whole answers come out as the worker's bytes, with no JSON parsing
+// or re-encoding on either side; GenerateStream's messages come out as
+// server-sent events (sse.go).
+//
+// One marshaler serves both kinds of answer, told apart by what the
+// gateway hands it, because grpc-gateway picks the outbound marshaler by
+// the request's Accept header: pinning Accept per route would change the
+// Accept header every leg carries (the client's, compat §3.4).
 type rawJSON struct{}
 
-// ContentType implements runtime.Marshaler; forwardStatus replaces it with
-// the worker's own.
-func (rawJSON) ContentType(any) string { return "application/json" }
+// ContentType implements runtime.Marshaler: text/event-stream for a stream
+// and its error event, application/json otherwise (forwardStatus replaces
+// it with the worker's own).
+func (rawJSON) ContentType(v any) string {
+	switch v.(type) {
+	case *coordinatorv1.GenerateStreamResponse, map[string]proto.Message:
+		return contentTypeEventStream
+	}
+	return "application/json"
+}
 
-// Marshal returns the worker's body of a GenerateResponse and the stored
-// answer of a GetRequestResponse (queuedBody); anything else (not expected
-// on these routes) is encoded with protojson.
+// Marshal returns the worker's body of a GenerateResponse, the stored
+// answer of a GetRequestResponse (queuedBody), and a stream's message or
+// final error as server-sent events (marshalEvents); anything else (not
+// expected on these routes) is encoded with protojson.
 func (rawJSON) Marshal(v any) ([]byte, error) {
 	if r, ok := v.(*coordinatorv1.GenerateResponse); ok && r.GetOpenai() != nil {
 		return r.GetOpenai().GetJson(), nil
@@ -45,34 +46,41 @@ func (rawJSON) Marshal(v any) ([]byte, error) {
 	if b, ok := queuedBody(v); ok {
 		return b, nil
 	}
+	if b, ok, err := marshalEvents(v); ok {
+		return b, err
+	}
 	if m, ok := v.(proto.Message); ok {
 		return protojson.Marshal(m)
 	}
 	return nil, status.Errorf(codes.Internal, "rest: cannot marshal %T", v)
 }
 
+// Delimiter implements runtime.Delimited: events carry their own framing.
+func (rawJSON) Delimiter() []byte { return nil }
+
 // Unmarshal implements runtime.Marshaler; request bodies go through NewDecoder.
 func (rawJSON) Unmarshal([]byte, any) error {
 	return status.Error(codes.Internal, "rest: unmarshal is not used")
 }
 
-// NewDecoder fills a GenerateRequest from the requestBody the front handler
-// installed as the HTTP request's body.
+// NewDecoder puts a request body into the *[]byte the HTTP rules' body
+// names (openai.json) unparsed: the bytes of the front's *bodyReader as
+// they are, any other reader's read whole.
 func (rawJSON) NewDecoder(r io.Reader) runtime.Decoder {
 	return runtime.DecoderFunc(func(v any) error {
-		body, ok := r.(*requestBody)
-		if !ok {
-			return status.Error(codes.Internal, "rest: request did not come through the front handler")
-		}
-		req, ok := v.(*coordinatorv1.GenerateRequest)
+		dst, ok := v.(*[]byte)
 		if !ok {
 			return status.Errorf(codes.Internal, "rest: cannot decode into %T", v)
 		}
-		req.RequestId = body.requestID
-		req.Input = &coordinatorv1.GenerateRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{
-			Endpoint: body.endpoint,
-			Json:     body.data,
-		}}
+		if b, ok := r.(*bodyReader); ok {
+			*dst = b.Bytes()
+			return nil
+		}
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		*dst = data
 		return nil
 	})
 }
@@ -87,4 +95,29 @@ func (m rawJSON) NewEncoder(w io.Writer) runtime.Encoder {
 		_, err = w.Write(b)
 		return err
 	})
+}
+
+// bodyReader is a request body the front handler has already read and
+// checked: a reader over its bytes, which rawJSON's decoder takes whole,
+// without a copy.
+type bodyReader struct{ data []byte }
+
+// Read implements io.Reader.
+func (b *bodyReader) Read(p []byte) (int, error) {
+	if len(b.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, b.data)
+	b.data = b.data[n:]
+	return n, nil
+}
+
+// Close implements io.Closer.
+func (*bodyReader) Close() error { return nil }
+
+// Bytes returns the bytes not read yet, which are then consumed.
+func (b *bodyReader) Bytes() []byte {
+	d := b.data
+	b.data = nil
+	return d
 }

@@ -141,3 +141,45 @@ func TestOpenAPIDocumentReferencesResolve(t *testing.T) {
 		}
 	}
 }
+
+// The streamed answers are described with their chunk schemas: each event's
+// data is a chunk, the final error or [DONE].
+func TestOpenAPIDocumentDescribesTheEventStreams(t *testing.T) {
+	t.Parallel()
+	raw, _ := fetchOpenAPI(t, openAPIHandler(t))
+	var doc struct {
+		Paths      map[string]map[string]json.RawMessage `json:"paths"`
+		Components struct {
+			Schemas map[string]struct {
+				ContentMediaType string `json:"contentMediaType"`
+				EventData        struct {
+					OneOf []map[string]string `json:"oneOf"`
+				} `json:"x-event-data"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	for path, chunk := range map[string]string{
+		"/v1/chat/completions": "ChatCompletionChunk", "/v1/completions": "CompletionChunk", "/inference/v1/generate": "GenerateResponse",
+	} {
+		var op struct {
+			Responses map[string]struct {
+				Content map[string]struct {
+					Schema struct {
+						Ref string `json:"$ref"`
+					} `json:"schema"`
+				} `json:"content"`
+			} `json:"responses"`
+		}
+		require.NoError(t, json.Unmarshal(doc.Paths[path]["post"], &op), path)
+		ref := op.Responses["200"].Content["text/event-stream"].Schema.Ref
+		name, ok := strings.CutPrefix(ref, "#/components/schemas/")
+		require.True(t, ok, "%s: %q", path, ref)
+		s, ok := doc.Components.Schemas[name]
+		require.True(t, ok, ref)
+		assert.Equal(t, "text/event-stream", s.ContentMediaType, path)
+		assert.Equal(t, []map[string]string{
+			{"$ref": "#/components/schemas/" + chunk}, {"$ref": "#/components/schemas/Error"}, {"type": "string", "const": "[DONE]"},
+		}, s.EventData.OneOf, path)
+	}
+}

@@ -305,7 +305,7 @@ func (b *countedBody) readErr() error {
 func methodNotAllowed(allow string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
-		writeOpenAIError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path+" (allow: "+allow+")", "")
+		writeOwnError(w, r, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path+", allow: "+allow)
 	}
 }
 
@@ -321,5 +321,5 @@ func (h *Handler) unqueued(w http.ResponseWriter, r *http.Request) {
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {
-	writeOpenAIError(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path, "")
+	writeOwnError(w, r, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 }

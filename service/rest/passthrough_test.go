@@ -464,12 +464,20 @@ func TestPassthroughLeavesServedPathsAlone(t *testing.T) {
 		{method: http.MethodGet, path: "/metrics", status: http.StatusOK},
 	}
 	for _, tt := range tests {
-		resp, body := f.do(t, newRequest(t, tt.method, f.url+tt.path, nil))
+		req := newRequest(t, tt.method, f.url+tt.path, nil)
+		req.Header.Set("X-Request-Id", "rid-405")
+		resp, body := f.do(t, req)
 		assert.Equal(t, tt.status, resp.StatusCode, "%s %s: %s", tt.method, tt.path, body)
 		assert.Equal(t, tt.allow, resp.Header.Get("Allow"), "%s %s", tt.method, tt.path)
 		if tt.status >= 400 && tt.path != "/readyz" {
-			_, _, code := openAIError(t, body)
+			msg, _, code := openAIError(t, body)
 			assert.Equal(t, tt.status, code)
+			assert.Equal(t, "rid-405", resp.Header.Get("X-Request-Id"), "%s %s", tt.method, tt.path)
+			assert.True(t, strings.HasSuffix(msg, " (request_id: rid-405)"), "%s %s: %s", tt.method, tt.path, msg)
+		}
+		if tt.allow != "" {
+			msg, _, _ := openAIError(t, body)
+			assert.Equal(t, "method "+tt.method+" not allowed on "+tt.path+", allow: "+tt.allow+" (request_id: rid-405)", msg)
 		}
 	}
 	assert.Zero(t, hits.Load(), "served paths never reach the gateway")
@@ -510,7 +518,9 @@ func TestWithoutPassthroughUnservedPathsAre404(t *testing.T) {
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/models", nil))
 	assert.Equal(t, http.StatusNotFound, w.Code)
 	msg, _, _ := openAIError(t, w.Body.String())
-	assert.Equal(t, "no route for GET /v1/models", msg)
+	id := w.Header().Get("X-Request-Id")
+	assert.Len(t, id, 36, "a fresh id")
+	assert.Equal(t, "no route for GET /v1/models (request_id: "+id+")", msg)
 }
 
 // counter sums the samples (counter values, histogram counts) of a metric

@@ -2,6 +2,7 @@
 package steptest
 
 import (
+	"net/http"
 	"sync"
 )
 
@@ -11,6 +12,8 @@ type Sink struct {
 	Status      int
 	ContentType string
 	Body        []byte
+	// Headers holds a copy of each header delivered, in order.
+	Headers []http.Header
 	// Received holds each event's data, in order.
 	Received [][]byte
 	// Batches holds the number of events of each Events call.
@@ -20,6 +23,13 @@ type Sink struct {
 	FailAfter int
 	// Err is what Events returns past FailAfter.
 	Err error
+}
+
+// Header implements steps.Sink; it keeps a copy.
+func (s *Sink) Header(h http.Header) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Headers = append(s.Headers, h.Clone())
 }
 
 // Response implements steps.Sink.

@@ -305,6 +305,7 @@ func (c *Client) do(ctx, legCtx context.Context, r Request, span trace.Span) (*h
 			Leg:         r.Leg,
 			StatusCode:  resp.StatusCode,
 			ContentType: resp.Header.Get("Content-Type"),
+			Header:      resp.Header,
 			Body:        body,
 		}
 	}
@@ -366,6 +367,9 @@ type StatusError struct {
 	Leg         string
 	StatusCode  int
 	ContentType string
+	// Header is the answer's header, as it came: the client gets what the
+	// header policy lets through when Relay is set.
+	Header http.Header
 	// Body is the start of the answer's body: logged, and relayed to the
 	// client only when Relay is set.
 	Body []byte

@@ -53,6 +53,9 @@ func TestPost(t *testing.T) {
 	_, err = c.Post(context.Background(), req)
 	var se *upstream.StatusError
 	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "application/json", se.Header.Get("Content-Type"), "the answer's header is kept")
+	assert.Equal(t, "22", se.Header.Get("Content-Length"))
+	se.Header = nil
 	assert.Equal(t, upstream.StatusError{Leg: "prefill", StatusCode: 422, ContentType: "application/json", Body: []byte(`{"error":"bad tokens"}`)}, *se)
 
 	req.Path = "/slow"

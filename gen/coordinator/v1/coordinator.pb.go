@@ -1753,7 +1753,8 @@ func (x *Usage) GetCachedTokens() uint32 {
 
 // UpstreamError is attached to a gRPC status when a worker leg answered with
 // a non-2xx status. For the decode leg the body is the worker's, unchanged,
-// and the REST front writes it back with the worker's status.
+// and the REST front writes it back with the worker's status. A step's
+// refusal of a stream travels the same way (leg: the step).
 type UpstreamError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Which leg answered: render, encode, prefill, decode.
@@ -1765,7 +1766,12 @@ type UpstreamError struct {
 	// The answer's body; set when relay is true.
 	Body []byte `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
 	// The client gets status_code and body unchanged (decode legs).
-	Relay         bool `protobuf:"varint,5,opt,name=relay,proto3" json:"relay,omitempty"`
+	Relay bool `protobuf:"varint,5,opt,name=relay,proto3" json:"relay,omitempty"`
+	// The worker's own error message, for a 4xx answer whose body is an
+	// OpenAI error object; empty otherwise (other bodies are logged only).
+	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	// The request field the worker's error object names ("param"), if any.
+	Param         string `protobuf:"bytes,7,opt,name=param,proto3" json:"param,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1833,6 +1839,20 @@ func (x *UpstreamError) GetRelay() bool {
 		return x.Relay
 	}
 	return false
+}
+
+func (x *UpstreamError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *UpstreamError) GetParam() string {
+	if x != nil {
+		return x.Param
+	}
+	return ""
 }
 
 var File_coordinator_v1_coordinator_proto protoreflect.FileDescriptor
@@ -1978,14 +1998,16 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens\x12!\n" +
 	"\ftotal_tokens\x18\x03 \x01(\rR\vtotalTokens\x12(\n" +
 	"\rcached_tokens\x18\x04 \x01(\rH\x00R\fcachedTokens\x88\x01\x01B\x10\n" +
-	"\x0e_cached_tokens\"\x8f\x01\n" +
+	"\x0e_cached_tokens\"\xbf\x01\n" +
 	"\rUpstreamError\x12\x10\n" +
 	"\x03leg\x18\x01 \x01(\tR\x03leg\x12\x1f\n" +
 	"\vstatus_code\x18\x02 \x01(\x05R\n" +
 	"statusCode\x12!\n" +
 	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\x12\x12\n" +
 	"\x04body\x18\x04 \x01(\fR\x04body\x12\x14\n" +
-	"\x05relay\x18\x05 \x01(\bR\x05relay*t\n" +
+	"\x05relay\x18\x05 \x01(\bR\x05relay\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12\x14\n" +
+	"\x05param\x18\a \x01(\tR\x05param*t\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\x14ENDPOINT_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ENDPOINT_CHAT_COMPLETIONS\x10\x01\x12\x18\n" +
@@ -1995,10 +2017,10 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
 	"\x14FINISH_REASON_LENGTH\x10\x02\x12\x17\n" +
-	"\x13FINISH_REASON_ABORT\x10\x032\x84\x04\n" +
-	"\x12CoordinatorService\x12\xa1\x01\n" +
-	"\bGenerate\x12\x1f.coordinator.v1.GenerateRequest\x1a .coordinator.v1.GenerateResponse\"R\x82\xd3\xe4\x93\x02L:\x01*Z\x14:\x01*\"\x0f/v1/completionsZ\x1b:\x01*\"\x16/inference/v1/generate\"\x14/v1/chat/completions\x12a\n" +
-	"\x0eGenerateStream\x12%.coordinator.v1.GenerateStreamRequest\x1a&.coordinator.v1.GenerateStreamResponse0\x01\x12n\n" +
+	"\x13FINISH_REASON_ABORT\x10\x032\xab\x05\n" +
+	"\x12CoordinatorService\x12\xbf\x01\n" +
+	"\bGenerate\x12\x1f.coordinator.v1.GenerateRequest\x1a .coordinator.v1.GenerateResponse\"p\x82\xd3\xe4\x93\x02j:\vopenai.jsonZ\x1e:\vopenai.json\"\x0f/v1/completionsZ%:\vopenai.json\"\x16/inference/v1/generate\"\x14/v1/chat/completions\x12\xe9\x01\n" +
+	"\x0eGenerateStream\x12%.coordinator.v1.GenerateStreamRequest\x1a&.coordinator.v1.GenerateStreamResponse\"\x85\x01\x82\xd3\xe4\x93\x02\x7f:\vopenai.jsonZ%:\vopenai.json\"\x16/v1/completions:streamZ,:\vopenai.json\"\x1d/inference/v1/generate:stream\"\x1b/v1/chat/completions:stream0\x01\x12n\n" +
 	"\n" +
 	"GetRequest\x12!.coordinator.v1.GetRequestRequest\x1a\".coordinator.v1.GetRequestResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/requests/{id}\x12w\n" +
 	"\rDeleteRequest\x12$.coordinator.v1.DeleteRequestRequest\x1a%.coordinator.v1.DeleteRequestResponse\"\x19\x82\xd3\xe4\x93\x02\x13*\x11/v1/requests/{id}BMZKgithub.com/coordinator-project/coordinator/gen/coordinator/v1;coordinatorv1b\x06proto3"

@@ -43,15 +43,19 @@ type CoordinatorServiceClient interface {
 	//
 	// REST: POST /v1/chat/completions, /v1/completions and
 	// /inference/v1/generate with a non-streaming body are transcoded onto this
-	// method; the JSON body is carried as bytes, unparsed.
+	// method; the JSON body is openai.json, carried as bytes, unparsed. The
+	// REST front sets openai.endpoint and request_id (query parameters of the
+	// bindings) from the route and the X-Request-Id header.
 	Generate(ctx context.Context, in *GenerateRequest, opts ...grpc.CallOption) (*GenerateResponse, error)
 	// GenerateStream runs one request and streams the answer as the decode
 	// worker produces it: server-sent events for OpenAI input,
 	// incremental token IDs for tokens input. An OpenAI body must carry
 	// "stream": true.
 	//
-	// REST: the same three paths with "stream": true in the body are served as
-	// server-sent events from this method.
+	// REST: the same three paths with "stream": true in the body are
+	// transcoded onto this method and answered as server-sent events. The
+	// REST front routes them to these ":stream" bindings, which are not
+	// reachable from outside.
 	GenerateStream(ctx context.Context, in *GenerateStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GenerateStreamResponse], error)
 	// GetRequest returns the result of a request queued by the async-broker
 	// step ("X-AP-Mode: enqueue" or a "wait" that ran out of time): the
@@ -140,15 +144,19 @@ type CoordinatorServiceServer interface {
 	//
 	// REST: POST /v1/chat/completions, /v1/completions and
 	// /inference/v1/generate with a non-streaming body are transcoded onto this
-	// method; the JSON body is carried as bytes, unparsed.
+	// method; the JSON body is openai.json, carried as bytes, unparsed. The
+	// REST front sets openai.endpoint and request_id (query parameters of the
+	// bindings) from the route and the X-Request-Id header.
 	Generate(context.Context, *GenerateRequest) (*GenerateResponse, error)
 	// GenerateStream runs one request and streams the answer as the decode
 	// worker produces it: server-sent events for OpenAI input,
 	// incremental token IDs for tokens input. An OpenAI body must carry
 	// "stream": true.
 	//
-	// REST: the same three paths with "stream": true in the body are served as
-	// server-sent events from this method.
+	// REST: the same three paths with "stream": true in the body are
+	// transcoded onto this method and answered as server-sent events. The
+	// REST front routes them to these ":stream" bindings, which are not
+	// reachable from outside.
 	GenerateStream(*GenerateStreamRequest, grpc.ServerStreamingServer[GenerateStreamResponse]) error
 	// GetRequest returns the result of a request queued by the async-broker
 	// step ("X-AP-Mode: enqueue" or a "wait" that ran out of time): the

@@ -231,18 +231,22 @@ class TopLogprob(_message.Message):
     def __init__(self, token_id: _Optional[int] = ..., logprob: _Optional[float] = ...) -> None: ...
 
 class UpstreamError(_message.Message):
-    __slots__ = ["body", "content_type", "leg", "relay", "status_code"]
+    __slots__ = ["body", "content_type", "leg", "message", "param", "relay", "status_code"]
     BODY_FIELD_NUMBER: _ClassVar[int]
     CONTENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     LEG_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PARAM_FIELD_NUMBER: _ClassVar[int]
     RELAY_FIELD_NUMBER: _ClassVar[int]
     STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
     body: bytes
     content_type: str
     leg: str
+    message: str
+    param: str
     relay: bool
     status_code: int
-    def __init__(self, leg: _Optional[str] = ..., status_code: _Optional[int] = ..., content_type: _Optional[str] = ..., body: _Optional[bytes] = ..., relay: bool = ...) -> None: ...
+    def __init__(self, leg: _Optional[str] = ..., status_code: _Optional[int] = ..., content_type: _Optional[str] = ..., body: _Optional[bytes] = ..., relay: bool = ..., message: _Optional[str] = ..., param: _Optional[str] = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ["cached_tokens", "completion_tokens", "prompt_tokens", "total_tokens"]

@@ -61,7 +61,9 @@ class CoordinatorServiceServicer(object):
 
         REST: POST /v1/chat/completions, /v1/completions and
         /inference/v1/generate with a non-streaming body are transcoded onto this
-        method; the JSON body is carried as bytes, unparsed.
+        method; the JSON body is openai.json, carried as bytes, unparsed. The
+        REST front sets openai.endpoint and request_id (query parameters of the
+        bindings) from the route and the X-Request-Id header.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -73,8 +75,10 @@ class CoordinatorServiceServicer(object):
         incremental token IDs for tokens input. An OpenAI body must carry
         "stream": true.
 
-        REST: the same three paths with "stream": true in the body are served as
-        server-sent events from this method.
+        REST: the same three paths with "stream": true in the body are
+        transcoded onto this method and answered as server-sent events. The
+        REST front routes them to these ":stream" bindings, which are not
+        reachable from outside.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,197 @@
+package rest
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/service"
+)
+
+// binding is where an endpoint's requests go on the gateway mux: the paths
+// of Generate's and GenerateStream's HTTP rules (proto/coordinator/v1; the
+// ":stream" ones are reachable only through the front), and the query that
+// sets the fields the body does not carry.
+type binding struct {
+	path, streamPath string
+	// query is openai.endpoint and the start of request_id, the id to
+	// follow.
+	query string
+}
+
+func bindingOf(endpoint coordinatorv1.Endpoint) binding {
+	path := service.FormatOf(endpoint).Path()
+	return binding{path: path, streamPath: path + ":stream", query: "openai.endpoint=" + endpoint.String() + "&request_id="}
+}
+
+// jsonContentType is the Content-Type of every request the front hands the
+// gateway: the body has been checked to be a JSON object (and a form type
+// would make the generated handler parse the body as a form).
+var jsonContentType = []string{"application/json"}
+
+// transcode hands one checked inference request to the generated gateway
+// handler of Generate, or of GenerateStream when stream is set: the body
+// becomes openai.json, the query exactly openai.endpoint and request_id
+// (the client's query is not used on these routes). The gateway does the
+// call, its metadata both ways (headers.MetadataKey, headers.ResponseKey),
+// the answer's framing (rawJSON) and its errors (gatewayError,
+// streamError); answerWriter gives a stream's error before its first
+// event the REST front's status and body, and bounds each write of a
+// stream.
+func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, id string, body []byte, stream bool) {
+	x := &exchange{call: call{id: id}, body: bodyReader{data: body}, url: *r.URL}
+	x.w = answerWriter{ResponseWriter: w, call: &x.call, stream: stream, h: h}
+	gr := r.WithContext(context.WithValue(r.Context(), callKey{}, &x.call))
+	x.url.Path, x.url.RawPath, x.url.RawQuery = b.path, "", b.query+id
+	if stream {
+		x.url.Path = b.streamPath
+	}
+	gr.URL = &x.url
+	gr.Form, gr.PostForm = nil, nil
+	// grpc-gateway would make X-Forwarded-Host the client's Host and add its
+	// address to X-Forwarded-For: the legs carry the client's own values, as
+	// over gRPC (compat §3.4).
+	gr.Host, gr.RemoteAddr = "", ""
+	gr.Header["Content-Type"] = jsonContentType
+	gr.Body = &x.body
+	h.gateway.ServeHTTP(&x.w, gr)
+	x.w.finish()
+}
+
+// exchange is the front's state of one transcoded request, in one
+// allocation.
+type exchange struct {
+	call call
+	body bodyReader
+	url  url.URL
+	w    answerWriter
+}
+
+// call is what the front and the gateway's handlers share about one
+// request, through its context.
+type call struct {
+	id string
+	// err is the stream's error when it ended before its first event
+	// (streamError).
+	err error
+}
+
+type callKey struct{}
+
+// callOf is the front's call of ctx, nil if none (the queued routes).
+func callOf(ctx context.Context) *call {
+	c, _ := ctx.Value(callKey{}).(*call)
+	return c
+}
+
+// streamError is the gateway's stream error handler. Before the first
+// event it keeps err for answerWriter, which writes it as writeError does
+// (the decode worker's relayed status and body, Retry-After, ...): the
+// gateway alone would answer with its own code mapping
+// (runtime.HTTPStatusFromCode). After it, the status it returns becomes
+// the final error event (marshalEvents), naming the request id.
+func streamError(ctx context.Context, err error) *status.Status {
+	st := status.Convert(err)
+	c := callOf(ctx)
+	if c == nil {
+		return st
+	}
+	if c.err == nil {
+		c.err = err
+	}
+	return withRequestID(st, c.id)
+}
+
+// answerWriter is the ResponseWriter the front hands the gateway for one
+// inference request. A WriteHeader before anything was written while the
+// call holds a stream error writes that error with writeError instead, and
+// drops the gateway's own error bytes. The first write of a stream adds
+// its headers; each write of a stream must be done within
+// server.stream_write_timeout (the server's write timeout does not cut a
+// stream).
+type answerWriter struct {
+	http.ResponseWriter
+	call   *call
+	stream bool
+	h      *Handler
+	rc     *http.ResponseController // made at a stream's first write
+	// committed: the status went out; dropped: an error of ours went out
+	// in the gateway's place.
+	committed, dropped bool
+}
+
+func (w *answerWriter) WriteHeader(code int) {
+	switch {
+	case w.dropped || w.committed:
+		return
+	case w.call.err != nil:
+		w.dropped = true
+		w.Header().Del("Content-Type") // the gateway's, for its own error
+		if w.stream {
+			w.writeDeadline()
+		}
+		writeError(w.ResponseWriter, w.call.err)
+		return
+	}
+	w.commit()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *answerWriter) Write(b []byte) (int, error) {
+	if w.dropped {
+		return len(b), nil
+	}
+	if !w.committed {
+		w.commit()
+	}
+	if w.stream && len(b) > 0 {
+		w.writeDeadline()
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// commit notes the answer's status is going out; a stream's gets its
+// headers.
+func (w *answerWriter) commit() {
+	w.committed = true
+	if w.stream {
+		h := w.Header()
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+	}
+}
+
+// finish answers a stream that ended without an event or an error: 200
+// and no events.
+func (w *answerWriter) finish() {
+	if w.stream && !w.committed && !w.dropped {
+		w.Header().Set("Content-Type", contentTypeEventStream)
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection (flush, write
+// deadlines).
+func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// writeDeadline bounds the stream's next write.
+func (w *answerWriter) writeDeadline() {
+	if w.rc == nil {
+		w.rc = http.NewResponseController(w.ResponseWriter)
+	}
+	w.h.writeDeadline(w.rc)
+}
+
+// writeDeadline gives the next write of a stream stream_write_timeout
+// (none when 0).
+func (h *Handler) writeDeadline(rc *http.ResponseController) {
+	var deadline time.Time
+	if h.streamWriteTimeout > 0 {
+		deadline = time.Now().Add(h.streamWriteTimeout)
+	}
+	_ = rc.SetWriteDeadline(deadline)
+}
