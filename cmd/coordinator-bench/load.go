@@ -199,18 +199,21 @@ func (l *loader) phase(ctx context.Context, t target, sc scenario, conc int, d t
 			buf := &bytes.Buffer{}
 			br := bufio.NewReader(nil)
 			var own []byte // this worker's body, for a templated scenario
-			for ctx.Err() == nil && time.Now().Before(deadline) {
+			for n := 0; ctx.Err() == nil && time.Now().Before(deadline); n++ {
 				if limit > 0 && sent.Add(1) > int64(limit) {
 					break
 				}
-				body := sc.body
+				body, stream := sc.body, sc.stream
+				if sc.mixed && n%2 == 1 {
+					body, stream = sc.streamBody, true
+				}
 				if sc.template != nil {
 					// The previous request is over, its answer read: the
 					// target read its body before answering.
 					own = sc.template.fill(own, l.nonces.Add(1))
 					body = own
 				}
-				first, end, err := l.do(ctx, url, sc, body, buf, br)
+				first, end, err := l.do(ctx, url, sc, body, stream, buf, br)
 				if err != nil {
 					if ctx.Err() == nil {
 						failed.Add(1)
@@ -240,10 +243,11 @@ func (l *loader) phase(ctx context.Context, t target, sc scenario, conc int, d t
 }
 
 // do sends one request with body and checks the answer: status 200, and
-// either a JSON body with choices or sc.events server-sent events ending in
-// data: [DONE] with nothing after it. It returns the time to the first
-// response byte and to the end of the answer ([DONE] for a stream).
-func (l *loader) do(ctx context.Context, url string, sc scenario, body []byte, buf *bytes.Buffer, br *bufio.Reader) (ttfb, total time.Duration, err error) {
+// either a JSON body with choices or, when stream, sc.events server-sent
+// events ending in data: [DONE] with nothing after it. It returns the time
+// to the first response byte and to the end of the answer ([DONE] for a
+// stream).
+func (l *loader) do(ctx context.Context, url string, sc scenario, body []byte, stream bool, buf *bytes.Buffer, br *bufio.Reader) (ttfb, total time.Duration, err error) {
 	var first time.Time
 	trace := &httptrace.ClientTrace{GotFirstResponseByte: func() { first = time.Now() }}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, url, bytes.NewReader(body))
@@ -265,7 +269,7 @@ func (l *loader) do(ctx context.Context, url string, sc scenario, body []byte, b
 		return 0, 0, fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(snippet))
 	}
 	var end time.Time
-	if sc.stream {
+	if stream {
 		br.Reset(resp.Body)
 		events, done, err := countEvents(br)
 		end = time.Now()
