@@ -233,6 +233,7 @@ func TestConditionalDecodeBodies(t *testing.T) {
 			assert.Equal(t, tt.format.Path(), legs[0].Path)
 			sent := legs[0].Body
 			goldenJSON(t, "conditional_decode/"+tt.name, sent)
+			goldenWire(t, "conditional_decode/"+tt.name, sent)
 			if tt.unchanged {
 				assert.Equal(t, tt.body, string(sent))
 			}

@@ -32,3 +32,20 @@ func goldenJSON(t *testing.T, name string, got []byte) {
 	require.NoError(t, err, "missing golden file: run go test ./steps -run %s -update", t.Name())
 	assert.JSONEq(t, string(want), string(got), "golden %s differs (run with -update and review the diff)", name)
 }
+
+// goldenWire compares a wire body with testdata/<name>.wire byte for byte:
+// the body exactly as it went out, so a re-encoding (another spacing, key
+// order or number spelling) fails where goldenJSON cannot see it. With
+// -update it rewrites the file.
+func goldenWire(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".wire")
+	if *update {
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, got, 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "missing golden file: run go test ./steps -run %s -update", t.Name())
+	assert.Equal(t, string(want), string(got), "golden %s differs byte for byte (run with -update and review the diff)", name)
+}

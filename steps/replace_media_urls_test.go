@@ -39,6 +39,7 @@ func TestReplaceMediaURLsDownloadsAndInlines(t *testing.T) {
 	assert.True(t, strings.HasPrefix(string(rc.Body), `{"model":"m","top_k":5,"messages":[{"role":"system" , "content":"be brief"},`), string(rc.Body))
 	assert.True(t, strings.HasSuffix(string(rc.Body), `"chat_template_kwargs":{"x":1}}`))
 	goldenJSON(t, "replace-media-urls/downloaded_body", rc.Body)
+	goldenWire(t, "replace-media-urls/downloaded_body", rc.Body)
 	assert.Equal(t, int32(1), o.hits.Load())
 }
 
