@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -48,4 +50,13 @@ func goldenWire(t *testing.T, name string, got []byte) {
 	want, err := os.ReadFile(path)
 	require.NoError(t, err, "missing golden file: run go test ./steps -run %s -update", t.Name())
 	assert.Equal(t, string(want), string(got), "golden %s differs byte for byte (run with -update and review the diff)", name)
+}
+
+// editedBody is the request's body as the steps left it: its document as
+// it stands, or the client's body when no step read it.
+func editedBody(rc *steps.RequestContext) []byte {
+	if rc.Doc == nil {
+		return rc.Body
+	}
+	return rc.Doc.Bytes()
 }

@@ -39,7 +39,7 @@ func resolveFormat(inbound Format, useOpenAIFormat bool) Format {
 func capSingleToken(obj *jsonbody.Object, f Format) error {
 	target := obj
 	if f == FormatGenerate {
-		sp, err := childObject(obj, keySamplingParams)
+		sp, err := editChild(obj, keySamplingParams)
 		if err != nil {
 			return err
 		}
@@ -47,9 +47,6 @@ func capSingleToken(obj *jsonbody.Object, f Format) error {
 	}
 	target.Set("max_tokens", []byte("1"))
 	target.Delete("min_tokens")
-	if f == FormatGenerate {
-		obj.Set(keySamplingParams, target.Bytes())
-	}
 	for _, key := range [...]string{"max_completion_tokens", "max_output_tokens"} {
 		if _, ok := obj.Get(key); ok {
 			obj.Set(key, []byte("1"))

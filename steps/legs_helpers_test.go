@@ -99,7 +99,7 @@ func mmChatContext() *steps.RequestContext {
 		Body:       []byte(mmChatBody),
 		Model:      "llava",
 		Stream:     true,
-		TokenIDs:   append([]uint32(nil), mmTokenIDs...),
+		Tokens:     steps.NewTokens(append([]uint32(nil), mmTokenIDs...)),
 		Multimodal: mmEntries(),
 		Sink:       &steptest.Sink{},
 	}

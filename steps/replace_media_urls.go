@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/steps/media"
 )
@@ -24,7 +23,7 @@ const ReplaceMediaURLsType = "replace-media-urls"
 const maxDownloadSizeMB = (math.MaxInt64 - 1) / (1 << 20)
 
 // ReplaceMediaURLs inlines a chat request's images. It finds the image_url
-// parts of body.messages (the parts every step sees: see editImageParts),
+// parts of body.messages (the parts every step sees: see imageLocs),
 // checks those already inlined as data: URIs, downloads the others through
 // an SSRF-safe media.Downloader and rewrites each downloaded part's
 // image_url.url to a base64 data: URI, leaving the part's other fields
@@ -121,13 +120,13 @@ func NewReplaceMediaURLsPluginWith(opts ...media.Option) Plugin {
 // ends first, Execute returns ctx.Err() (even if a data URI is malformed:
 // nothing is checked for a request already gone).
 func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) error {
-	obj, err := jsonbody.ParseObject(rc.Body)
+	doc, err := rc.Document()
 	if err != nil {
-		return Invalidf("body: %v", err)
+		return err
 	}
 	var urls []string
 	var where [][2]int // message and content index of each image, for errors
-	_ = forEachImagePart(obj, func(_ int, p *imagePart) error {
+	_ = doc.forEachImage(doc.Root(), func(_ int, p imagePart) error {
 		urls = append(urls, p.URL)
 		where = append(where, [2]int{p.Message, p.Content})
 		return nil
@@ -168,23 +167,13 @@ func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) erro
 	if err != nil {
 		return err
 	}
-	rewritten := make(map[int][]byte, len(downloads))
 	for n, k := range downloads {
 		b64 := base64.StdEncoding.EncodeToString(images[n].Data)
 		images[n].Data = nil
 		entries[k].ContentType, entries[k].Base64Data = images[n].MediaType, b64
-		rewritten[k] = dataURIJSON(images[n].MediaType, b64)
+		_, imageURL := doc.editImage(doc.Root(), k)
+		imageURL.Set("url", dataURIJSON(images[n].MediaType, b64))
 	}
-	if err := editImageParts(obj, func(k int, p *imagePart) (bool, error) {
-		raw, ok := rewritten[k]
-		if ok {
-			p.ImageURL.Set("url", raw)
-		}
-		return ok, nil
-	}); err != nil {
-		return err
-	}
-	rc.Body = obj.Bytes()
 	rc.Multimodal = entries
 	return nil
 }

@@ -60,7 +60,7 @@ func TestLegWireGolden(t *testing.T) {
 			gw := workers(t)
 			params := map[string]any{"use_openai_format": tt.useOpenAI, "kv_connector": "kv-nixl", "ec_connector": "ec-nixl"}
 			rc := mmChatContext()
-			rc.Format, rc.Body, rc.TokenIDs, rc.Multimodal = tt.format, []byte(tt.body), append([]uint32(nil), tt.ids...), nil
+			rc.Format, rc.Body, rc.Tokens, rc.Multimodal = tt.format, []byte(tt.body), steps.NewTokens(append([]uint32(nil), tt.ids...)), nil
 			if tt.images {
 				rc.Multimodal = images()
 			}

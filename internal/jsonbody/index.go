@@ -345,7 +345,7 @@ func (a *Array) AppendTo(dst []byte) []byte {
 			dst = append(dst, ',')
 		}
 		switch {
-		case e.obj != nil && e.obj.edited:
+		case e.obj != nil && e.obj.rewritten():
 			dst = e.obj.AppendTo(dst)
 		case e.arr != nil && e.arr.edited:
 			dst = e.arr.AppendTo(dst)
@@ -354,6 +354,15 @@ func (a *Array) AppendTo(dst []byte) []byte {
 		}
 	}
 	return append(dst, ']')
+}
+
+// Raw returns the array's JSON text: as parsed (aliasing the input) when
+// not edited, else written anew (see [Array.AppendTo]).
+func (a *Array) Raw() []byte {
+	if !a.edited {
+		return a.raw
+	}
+	return a.Bytes()
 }
 
 // Bytes returns the array's JSON text (see [Array.AppendTo]) in a new slice.

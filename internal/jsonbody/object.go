@@ -89,13 +89,17 @@ func (o *Object) find(key string) *member {
 // text is the member's value as it now stands.
 func (m *member) text() []byte {
 	switch {
-	case m.obj != nil && m.obj.edited:
+	case m.obj != nil && m.obj.rewritten():
 		return m.obj.Bytes()
 	case m.arr != nil && m.arr.edited:
 		return m.arr.Bytes()
 	}
 	return m.value
 }
+
+// rewritten reports whether o is written member by member rather than as
+// the text it was parsed from.
+func (o *Object) rewritten() bool { return o.edited || o.raw == nil }
 
 // String returns the value of key as a Go string when it is a JSON string
 // (see [String]; the last occurrence of key wins). Unlike String it does not
@@ -145,6 +149,13 @@ func (o *Object) Set(key string, raw []byte) {
 		o.members = append(o.members, member{key: AppendString(nil, key), name: []byte(key), value: raw})
 	}
 	o.edited = true
+}
+
+// SetObject makes child the value of key, as Set does with its text: the
+// Object then holds child, and writes it as child stands when written.
+func (o *Object) SetObject(key string, child *Object) {
+	o.Set(key, child.raw)
+	o.find(key).obj = child
 }
 
 // Delete removes every member named key; a missing key is not an error
@@ -214,7 +225,7 @@ func (o *Object) AppendTo(dst []byte) []byte {
 		dst = append(dst, m.key...)
 		dst = append(dst, ':')
 		switch {
-		case m.obj != nil && m.obj.edited:
+		case m.obj != nil && m.obj.rewritten():
 			dst = m.obj.AppendTo(dst)
 		case m.arr != nil && m.arr.edited:
 			dst = m.arr.AppendTo(dst)

@@ -92,7 +92,7 @@ func (s *Segments) Bytes() []byte {
 // nested value written the same way, and long unchanged values by
 // reference (see [Segments.Ref]).
 func (o *Object) AppendSegments(s *Segments) {
-	if !o.edited && o.raw != nil {
+	if !o.rewritten() {
 		s.Ref(o.raw)
 		return
 	}
