@@ -85,14 +85,13 @@ func (e *Encode) Execute(ctx context.Context, rc *RequestContext) error {
 			return err
 		}
 	}
-	prompt := rc.Tokens.IDs() // before the fan-out: the legs only read it
 	descriptors := make([]json.RawMessage, len(rc.Multimodal))
 	err := fanOut(ctx, len(rc.Multimodal), e.maxParallel, func(ctx context.Context, i int) error {
 		var image *jsonbody.Object
 		if idx := rc.Multimodal[i].Index; idx >= 0 && idx < len(images) {
 			image = images[idx]
 		}
-		d, err := e.leg(ctx, rc, format, i, encodeBody(rc, format, i, image, prompt))
+		d, err := e.leg(ctx, rc, format, i, encodeBody(rc, format, i, image))
 		descriptors[i] = d
 		return err
 	})
@@ -152,9 +151,9 @@ func imageURLObjects(rc *RequestContext) ([]*jsonbody.Object, error) {
 // {"url":""} when the body has no such part) and the tokens extension;
 // generate and completions legs carry the preprocessed tensor in
 // features.kwargs_data instead. Every leg asks for one token, unstreamed.
-func encodeBody(rc *RequestContext, format Format, i int, image *jsonbody.Object, prompt []uint32) [][]byte {
+func encodeBody(rc *RequestContext, format Format, i int, image *jsonbody.Object) [][]byte {
 	entry := rc.Multimodal[i]
-	ids := jsonbody.AppendUint32s(nil, encodeTokenIDs(prompt, entry.Placeholder))
+	ids := jsonbody.AppendUint32s(nil, encodeTokenIDs(&rc.Tokens, entry.Placeholder))
 	alone := []MultimodalEntry{{
 		Hash:        entry.Hash,
 		KwargsData:  entry.KwargsData,
@@ -193,13 +192,14 @@ func encodeBody(rc *RequestContext, format Format, i int, image *jsonbody.Object
 
 // encodeTokenIDs is an encode leg's prompt: [BOS] + [P] × p.Length, where
 // BOS is the prompt's first token (1 without a prompt) and P the token at
-// the image's offset (0 when the offset is outside the prompt).
-func encodeTokenIDs(prompt []uint32, p Placeholder) []uint32 {
+// the image's offset (0 when the offset is outside the prompt). It reads
+// those two tokens alone (Tokens.At), so legs may call it concurrently.
+func encodeTokenIDs(prompt *Tokens, p Placeholder) []uint32 {
 	bos, placeholder := uint32(1), uint32(0)
-	if len(prompt) > 0 {
-		bos = prompt[0]
-		if p.Offset >= 0 && p.Offset < len(prompt) {
-			placeholder = prompt[p.Offset]
+	if n := prompt.Len(); n > 0 {
+		bos = prompt.At(0)
+		if p.Offset >= 0 && p.Offset < n {
+			placeholder = prompt.At(p.Offset)
 		}
 	}
 	ids := make([]uint32, 1+p.Length)

@@ -57,6 +57,20 @@ func capSingleToken(obj *jsonbody.Object, f Format) error {
 	return nil
 }
 
+// readAnswer reads a 2xx answer's whole body, up to max bytes and one
+// more (a longer answer is for the caller to refuse), into a buffer of the
+// size its Content-Length announces when the worker sent one (up to
+// maxAnswerSize), rather than growing a buffer as the bytes arrive.
+func readAnswer(resp *http.Response, max int64) ([]byte, error) {
+	r := io.LimitReader(resp.Body, max+1)
+	if n := resp.ContentLength; n > 0 && n <= max && n <= maxAnswerSize {
+		buf := bytes.NewBuffer(make([]byte, 0, n+bytes.MinRead))
+		_, err := buf.ReadFrom(r)
+		return buf.Bytes(), err
+	}
+	return io.ReadAll(r)
+}
+
 // maxAnswerSize bounds the body of an encode or prefill answer.
 const maxAnswerSize = 64 << 20
 
@@ -70,7 +84,7 @@ func answerParams(resp *http.Response, leg, key string) (json.RawMessage, error)
 	if resp.StatusCode == http.StatusNoContent {
 		return nil, nil
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerSize+1))
+	body, err := readAnswer(resp, maxAnswerSize)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read answer: %w", leg, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"sync"
@@ -23,7 +24,7 @@ func relay(resp *http.Response, sink Sink) error {
 	if media, _, _ := mime.ParseMediaType(ct); media == "text/event-stream" {
 		return relayEvents(resp.Body, sink)
 	}
-	body, err := io.ReadAll(resp.Body)
+	body, err := readAnswer(resp, math.MaxInt64-1)
 	if err != nil {
 		return fmt.Errorf("read answer: %w", err)
 	}

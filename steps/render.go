@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"time"
@@ -408,7 +407,7 @@ func (r *Render) post(ctx context.Context, rc *RequestContext, path string, body
 		return nil, err
 	}
 	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxRenderAnswer+1))
+	answer, err := readAnswer(resp, maxRenderAnswer)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("render: %w", context.Cause(ctx))

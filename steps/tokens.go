@@ -10,8 +10,9 @@ import (
 // token IDs thus reaches every leg as the client's own bytes, never
 // decoded; one render returned is encoded once for all legs.
 //
-// The zero value is no tokens. Not safe for concurrent first use: a step
-// that fans out reads IDs or JSON before it does.
+// The zero value is no tokens. IDs and JSON are not safe for concurrent
+// first use (a step that fans out calls them before it does); Len and At
+// are.
 type Tokens struct {
 	n    int
 	ids  []uint32
@@ -55,6 +56,19 @@ func (t *Tokens) IDs() []uint32 {
 		t.ids, _ = jsonbody.Uint32s(t.json) // canonical: cannot fail
 	}
 	return t.ids
+}
+
+// At returns token ID i (0 <= i < Len) without decoding the others, and
+// without changing t: safe for concurrent use.
+func (t *Tokens) At(i int) uint32 {
+	if t.ids != nil {
+		return t.ids[i]
+	}
+	if v, ok := jsonbody.Uint32At(t.json, i); ok {
+		return v
+	}
+	ids, _ := jsonbody.Uint32s(t.json) // unreachable: json is canonical
+	return ids[i]
 }
 
 // JSON returns the token IDs as a JSON array, encoding them on first use.

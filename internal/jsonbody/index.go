@@ -233,13 +233,13 @@ func parseUint32sAt(data []byte, i, depth int) (*Array, int, error) {
 		st.First = data[i]
 	}
 	for index := 0; ; index++ {
-		// Fast path: up to ten plain digits, no leading zero, then a delimiter.
-		j, v := i, uint64(0)
-		for ; j < len(data) && j-i < 10 && isDigit(data[j]); j++ {
-			v = v*10 + uint64(data[j]-'0')
-		}
-		if j > i && (data[i] != '0' || j == i+1) && j < len(data) && v <= math.MaxUint32 &&
-			(data[j] == ',' || data[j] == ']' || isSpace(data[j])) {
+		// Fast path: up to ten plain digits, no leading zero, then a
+		// delimiter; only ten digits can exceed 2^32-1.
+		n := digitRun(data, i, 11)
+		j := i + n
+		if n > 0 && n <= 10 && (data[i] != '0' || n == 1) && j < len(data) &&
+			(data[j] == ',' || data[j] == ']' || isSpace(data[j])) &&
+			(n < 10 || digitsValue(data, i, n) <= math.MaxUint32) {
 			i = j
 		} else {
 			end, err := scanValue(data, i, depth+1)

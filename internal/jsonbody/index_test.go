@@ -285,3 +285,31 @@ func editMessages(t *testing.T, msgs *jsonbody.Array, want []any) {
 		}
 	}
 }
+
+// BenchmarkUint32Stats scans a 32k-token prompt as ParseIndexed does, with
+// Uint32s, against decoding it.
+func BenchmarkUint32Stats(b *testing.B) {
+	ids := make([]uint32, 32768)
+	for i := range ids {
+		ids[i] = uint32(i*7919) % 152064
+	}
+	body := append(append([]byte(`{"prompt":`), jsonbody.AppendUint32s(nil, ids)...), '}')
+	b.Run("ParseIndexed", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := jsonbody.ParseIndexed(body, chatIndex); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ParseObject", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := jsonbody.ParseObject(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
