@@ -37,8 +37,13 @@ type eventReader struct {
 	b  batch
 }
 
+// eventReadSize is the relay's read buffer: an open stream holds it while
+// it waits for the worker's next event, so it is small; a line longer than
+// it is joined from several reads (readLine).
+const eventReadSize = 4 << 10
+
 // eventReaders recycles the relay's buffers across requests.
-var eventReaders = sync.Pool{New: func() any { return &eventReader{br: bufio.NewReaderSize(nil, 32<<10)} }}
+var eventReaders = sync.Pool{New: func() any { return &eventReader{br: bufio.NewReaderSize(nil, eventReadSize)} }}
 
 // relayEvents reads a text/event-stream and hands the events' data to the
 // sink in batches: a batch goes out as soon as no further complete line is

@@ -34,10 +34,12 @@ const (
 	idleRSSGoal       = 50 << 10
 )
 
-// idleSample is one process's goroutines, heap in use and resident set.
+// idleSample is one process's goroutines, heap and stacks in use and
+// resident set.
 type idleSample struct {
 	Goroutines int64 `json:"goroutines"`
 	HeapInuse  int64 `json:"heap_inuse_bytes"`
+	StackInuse int64 `json:"stack_inuse_bytes"`
 	RSS        int64 `json:"rss_bytes"`
 }
 
@@ -212,34 +214,38 @@ func sample(ctx context.Context, t target, withMetrics bool) (idleSample, error)
 	if err != nil {
 		return s, err
 	}
-	s.Goroutines, s.HeapInuse, err = parseGoMetrics(raw)
+	err = parseGoMetrics(raw, &s)
 	return s, err
 }
 
-// parseGoMetrics takes go_goroutines and go_memstats_heap_inuse_bytes from
-// a Prometheus text exposition.
-func parseGoMetrics(raw []byte) (goroutines, heap int64, err error) {
+// goMetrics are the Go runtime gauges sample reads, by exposition name.
+var goMetrics = map[string]func(*idleSample) *int64{
+	"go_goroutines":                 func(s *idleSample) *int64 { return &s.Goroutines },
+	"go_memstats_heap_inuse_bytes":  func(s *idleSample) *int64 { return &s.HeapInuse },
+	"go_memstats_stack_inuse_bytes": func(s *idleSample) *int64 { return &s.StackInuse },
+}
+
+// parseGoMetrics takes the goMetrics from a Prometheus text exposition
+// into s.
+func parseGoMetrics(raw []byte, s *idleSample) error {
 	found := 0
 	for line := range strings.Lines(string(raw)) {
 		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if !ok || (name != "go_goroutines" && name != "go_memstats_heap_inuse_bytes") {
+		field, known := goMetrics[name]
+		if !ok || !known {
 			continue
 		}
 		v, err := strconv.ParseFloat(value, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", name, err)
+			return fmt.Errorf("%s: %w", name, err)
 		}
-		if name == "go_goroutines" {
-			goroutines = int64(v)
-		} else {
-			heap = int64(v)
-		}
+		*field(s) = int64(v)
 		found++
 	}
-	if found != 2 {
-		return 0, 0, errors.New("metrics: no go_goroutines and go_memstats_heap_inuse_bytes")
+	if found != len(goMetrics) {
+		return errors.New("metrics: want go_goroutines, go_memstats_heap_inuse_bytes and go_memstats_stack_inuse_bytes")
 	}
-	return goroutines, heap, nil
+	return nil
 }
 
 // settleGoroutines waits up to wait for t's goroutines to come down to at
@@ -280,12 +286,14 @@ func writeIdle(w io.Writer, r *idleResult) {
 	g := perStream(r.Open.Goroutines, r.Base.Goroutines, r.Streams)
 	rss := perStream(r.Open.RSS, r.Base.RSS, r.Streams)
 	heap := perStream(r.Open.HeapInuse, r.Base.HeapInuse, r.Streams)
+	stack := perStream(r.Open.StackInuse, r.Base.StackInuse, r.Streams)
 	proxyRSS := perStream(r.ProxyOpen.RSS, r.ProxyBase.RSS, r.Streams)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "per stream\tcoordinator\tgoal\tverdict\tproxy")
 	fmt.Fprintf(tw, "goroutines\t%.2f\t<= %d\t%s\t-\n", g, idleGoroutineGoal, passFail(g <= idleGoroutineGoal))
 	fmt.Fprintf(tw, "RSS KB\t%.1f\t<= %d\t%s\t%.1f\n", rss/1024, idleRSSGoal>>10, passFail(rss <= idleRSSGoal), proxyRSS/1024)
 	fmt.Fprintf(tw, "heap in use KB\t%.1f\t-\t-\t-\n", heap/1024)
+	fmt.Fprintf(tw, "stacks in use KB\t%.1f\t-\t-\t-\n", stack/1024)
 	_ = tw.Flush()
 	fmt.Fprintf(w, "coordinator goroutines: %d before, %d open, %d after closing them\n", r.Base.Goroutines, r.Open.Goroutines, r.End.Goroutines)
 }

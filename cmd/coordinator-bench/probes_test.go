@@ -27,13 +27,11 @@ func TestParseResidentSet(t *testing.T) {
 func TestParseGoMetrics(t *testing.T) {
 	t.Parallel()
 	raw := "# HELP go_goroutines Number of goroutines.\n# TYPE go_goroutines gauge\ngo_goroutines 42\n" +
-		"go_goroutines_other 9\ngo_memstats_heap_inuse_bytes 3.2505856e+07\n"
-	g, heap, err := parseGoMetrics([]byte(raw))
-	require.NoError(t, err)
-	assert.Equal(t, int64(42), g)
-	assert.Equal(t, int64(32505856), heap)
-	_, _, err = parseGoMetrics([]byte("go_goroutines 1\n"))
-	assert.Error(t, err)
+		"go_goroutines_other 9\ngo_memstats_heap_inuse_bytes 3.2505856e+07\ngo_memstats_stack_inuse_bytes 65536\n"
+	var s idleSample
+	require.NoError(t, parseGoMetrics([]byte(raw), &s))
+	assert.Equal(t, idleSample{Goroutines: 42, HeapInuse: 32505856, StackInuse: 65536}, s)
+	assert.Error(t, parseGoMetrics([]byte("go_goroutines 1\n"), &s))
 }
 
 func TestMemoryReport(t *testing.T) {

@@ -32,6 +32,7 @@ type Handler struct {
 	mux     *http.ServeMux
 	gateway *runtime.ServeMux
 	client  coordinatorv1.CoordinatorServiceClient
+	streams streamServer // the streaming route's way to GenerateStream (stream.go)
 	maxBody int64
 	ready   *service.Readiness
 	metrics *metrics.Metrics

@@ -30,6 +30,7 @@ func newHandler(in *service.InProcess, cfg config.Config, ready *service.Readine
 	if err != nil {
 		return nil, err
 	}
+	h.streams = in.Channel
 	h.ServeQueued(p.RequestStore())
 	h.streamWriteTimeout = cfg.Server.StreamWriteTimeout
 	h.ServePassthrough(gateway, adm, log)
