@@ -134,18 +134,32 @@ type transportStream struct {
 
 func (t *transportStream) Method() string { return t.method }
 
+// SetHeader adds md to the header. The transport takes md (the caller's
+// fresh metadata.Pairs, as the service passes) instead of copying it.
 func (t *transportStream) SetHeader(md metadata.MD) error {
 	t.mu.Lock()
-	t.header = metadata.Join(t.header, md)
+	t.header = join(t.header, md)
 	t.mu.Unlock()
 	return nil
+}
+
+// join adds md's values to into, which it returns (md itself when into is
+// empty). Keys are lowercase already (metadata.Pairs, metadata.New).
+func join(into, md metadata.MD) metadata.MD {
+	if len(into) == 0 {
+		return md
+	}
+	for k, v := range md {
+		into[k] = append(into[k], v...)
+	}
+	return into
 }
 
 func (t *transportStream) SendHeader(md metadata.MD) error { return t.SetHeader(md) }
 
 func (t *transportStream) SetTrailer(md metadata.MD) error {
 	t.mu.Lock()
-	t.trailer = metadata.Join(t.trailer, md)
+	t.trailer = join(t.trailer, md)
 	t.mu.Unlock()
 	return nil
 }
