@@ -47,9 +47,9 @@ func (rc *RequestContext) tokensExtension() []byte {
 	if c.json != nil && sameMemory(c.ids, ids) && sameEntries(c.images, rc.Multimodal) {
 		return c.json
 	}
-	size := len(ids) + 16
+	size := len(ids) + 96 // the members' names and braces, the features' too
 	for _, e := range rc.Multimodal {
-		size += 64 + len(e.Hash)
+		size += 64 + len(e.Hash) // a hash and a placeholder
 	}
 	c.json = appendTokens(make([]byte, 0, size), ids, rc.Multimodal)
 	c.ids, c.images = ids, rc.Multimodal
