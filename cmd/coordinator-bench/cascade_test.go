@@ -97,7 +97,7 @@ func TestSplitAndSelectScenarios(t *testing.T) {
 	all, err := selectScenarios(scenarioNames())
 	require.NoError(t, err)
 	hop, cascade, probes = splitScenarios(all)
-	assert.Equal(t, []string{"chat", "chat-stream", "chat-mixed-1kb", "epd-image-1mb-text-64k"}, names(hop))
+	assert.Equal(t, []string{"chat", "chat-stream", "chat-mixed-1kb", "epd-image-1mb-text-64k", "epd-image-1mb-text-64k-paced"}, names(hop))
 	assert.Equal(t, []string{"cascade-image-1mb", "cascade-prompt-32k", "cascade-chat-32k"}, names(cascade))
 	assert.Equal(t, []string{"mem-tokens-20mb", "mem-tokens-20mb-decode", "mem-tokens-64mb", "mem-image-40mb", "idle-streams"}, names(probes))
 	for _, sc := range cascade {

@@ -103,3 +103,9 @@ func TestNewTemplates(t *testing.T) {
 		assert.Less(t, len(warm), 32<<10, path)
 	}
 }
+
+func TestVisitOrder(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, []int{0, 1, 2}, visitOrder(scenario{}, 3))
+	assert.Equal(t, []int{2, 0, 1}, visitOrder(scenario{paced: true}, 3), "the coordinator first, to pace the others")
+}

@@ -33,6 +33,9 @@ func writeHeader(w io.Writer, o options, hop []scenario) {
 // writeCell prints one scenario at one concurrency.
 func writeCell(w io.Writer, c *cell) {
 	fmt.Fprintf(w, "\n== %s, %d concurrent ==\n", c.Scenario, c.Concurrency)
+	if scenarioPaced(c.Scenario) {
+		fmt.Fprintf(w, "paced: each round measures the coordinator first and holds direct and proxy to its request rate\n")
+	}
 	if c.Err != "" {
 		fmt.Fprintf(w, "ABORTED: %s\n", c.Err)
 		return
@@ -75,6 +78,12 @@ func cpuVerdict(c *cell) string {
 		return fmt.Sprintf(" (goal <= %.1fx) FAIL (%.2fx over)", goal, r/goal)
 	}
 	return fmt.Sprintf(" (goal <= %.1fx) PASS", goal)
+}
+
+// scenarioPaced reports whether the named scenario is paced.
+func scenarioPaced(name string) bool {
+	i := slices.IndexFunc(scenarios, func(s scenario) bool { return s.name == name })
+	return i >= 0 && scenarios[i].paced
 }
 
 // scenarioCPUGoal is the named scenario's CPU goal; 0 for none.

@@ -43,6 +43,11 @@ type scenario struct {
 	streamBody []byte
 	// conc, when set, replaces -concurrency for this scenario.
 	conc []int
+	// paced measures the coordinator first in each round and holds the
+	// other targets to its request rate, so every process's CPU per
+	// request is taken at the same rate (a process's background work, such
+	// as the runtime's, is shared by fewer requests at a lower rate).
+	paced bool
 	// cpuGoal, when set, is the most coordinator CPU per request the
 	// scenario accepts, as a multiple of the bare proxy's.
 	cpuGoal float64
@@ -143,6 +148,15 @@ var scenarios = []scenario{
 		conc:        []int{8},
 		pipeline:    epdPipeline,
 		cpuGoal:     4,
+	},
+	{
+		name:        "epd-image-1mb-text-64k-paced",
+		path:        "/v1/chat/completions",
+		newTemplate: func() (*template, error) { return imageChat(imageBodyBytes, longTextBytes(64<<10)) },
+		conc:        []int{8},
+		pipeline:    epdPipeline,
+		cpuGoal:     4,
+		paced:       true,
 	},
 	{
 		name:        "cascade-image-1mb",
