@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/steps/media"
@@ -168,11 +169,11 @@ func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) erro
 		return err
 	}
 	for n, k := range downloads {
-		b64 := base64.StdEncoding.EncodeToString(images[n].Data)
+		raw, b64 := dataURIJSON(images[n].MediaType, images[n].Data)
 		images[n].Data = nil
 		entries[k].ContentType, entries[k].Base64Data = images[n].MediaType, b64
 		_, imageURL := doc.editImage(doc.Root(), k)
-		imageURL.Set("url", dataURIJSON(images[n].MediaType, b64))
+		imageURL.Set("url", raw)
 	}
 	rc.Multimodal = entries
 	return nil
@@ -239,17 +240,25 @@ func downloadError(k int, err error) error {
 	}
 }
 
-// dataURIJSON is the JSON string "data:<mediaType>;base64,<b64>". Neither
-// part needs escaping: the media type is one of media.ImageType's, and
-// base64 is plain ASCII.
-func dataURIJSON(mediaType, b64 string) []byte {
+// dataURIJSON is the JSON string "data:<mediaType>;base64,<base64 of
+// data>", the base64 encoded straight into it, and that base64 as a string
+// sharing its bytes (the string is never modified once built). Neither part
+// needs escaping: the media type is one of media.ImageType's, and base64 is
+// plain ASCII.
+func dataURIJSON(mediaType string, data []byte) (raw []byte, b64 string) {
 	const prefix, sep = `"data:`, `;base64,`
-	raw := make([]byte, 0, len(prefix)+len(mediaType)+len(sep)+len(b64)+1)
-	raw = append(raw, prefix...)
-	raw = append(raw, mediaType...)
-	raw = append(raw, sep...)
-	raw = append(raw, b64...)
-	return append(raw, '"')
+	at := len(prefix) + len(mediaType) + len(sep)
+	n := base64.StdEncoding.EncodedLen(len(data))
+	raw = make([]byte, at+n+1)
+	copy(raw, prefix)
+	copy(raw[len(prefix):], mediaType)
+	copy(raw[len(prefix)+len(mediaType):], sep)
+	base64.StdEncoding.Encode(raw[at:], data)
+	raw[at+n] = '"'
+	if n == 0 {
+		return raw, ""
+	}
+	return raw, unsafe.String(&raw[at], n)
 }
 
 var _ Step = (*ReplaceMediaURLs)(nil)
