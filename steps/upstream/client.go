@@ -234,11 +234,17 @@ func endLeg(span trace.Span, resp *http.Response, err error) (*http.Response, er
 
 // statusOf is the HTTP status of an attempt's outcome; 0 when none came.
 func statusOf(resp *http.Response, err error) int {
-	var se *StatusError
-	switch {
-	case resp != nil:
+	if resp != nil {
 		return resp.StatusCode
-	case errors.As(err, &se):
+	}
+	return errStatus(err)
+}
+
+// errStatus is the status of a *StatusError in err; 0 for none. (Apart
+// from statusOf so that an answered leg does not allocate the target.)
+func errStatus(err error) int {
+	var se *StatusError
+	if errors.As(err, &se) {
 		return se.StatusCode
 	}
 	return 0
