@@ -202,13 +202,20 @@ func requestID(ctx context.Context, fromMessage string) string {
 	return requestid.OrNew("")
 }
 
-// newRequestContext reads what the service needs from the body (top-level
-// "model" and "stream") and the forwarded headers from the call metadata.
+// newRequestContext parses the body into the request's document, unless
+// the REST front did (WithParsedBody), reads what the service needs from
+// it (top-level "model" and "stream") and the forwarded headers from the
+// call metadata.
 func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, error) {
-	obj, err := jsonbody.ParseObject(in.GetJson())
-	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "invalid JSON body: %v (request_id: %s)", err, id)
+	format := FormatOf(in.GetEndpoint())
+	doc := parsedBody(ctx, in.GetJson(), format)
+	if doc == nil {
+		var err error
+		if doc, err = steps.ParseDocument(in.GetJson(), format); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "invalid JSON body: %v (request_id: %s)", err, id)
+		}
 	}
+	obj := doc.Root()
 	// Another parser reads the body after us: a repeated key could mean one
 	// thing to the coordinator and another to a worker.
 	if key, dup := obj.DuplicateKey(); dup {
@@ -216,9 +223,10 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 	}
 	rc := &steps.RequestContext{
 		RequestID: id,
-		Format:    FormatOf(in.GetEndpoint()),
+		Format:    format,
 		Header:    forwardedHeaders(ctx),
 		Body:      in.GetJson(),
+		Doc:       doc,
 	}
 	if raw, ok := obj.Get("model"); ok {
 		rc.Model, _ = jsonbody.String(raw)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"buf.build/go/protovalidate"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	grpcvalidate "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/protovalidate"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
@@ -60,25 +59,19 @@ func NewInterceptors(log *slog.Logger, opts ChainOptions) (*Interceptors, error)
 	if err != nil {
 		return nil, fmt.Errorf("protovalidate: %w", err)
 	}
-	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
-		log.Log(ctx, slog.Level(lvl), msg, fields...)
-	})
-	logOpts := []logging.Option{
-		logging.WithLogOnEvents(logging.FinishCall),
-		logging.WithLevels(callLevel),
-	}
+	calls := callLog{log: log}
 	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})
 	unary := []grpc.UnaryServerInterceptor{
-		logging.UnaryServerInterceptor(logger, logOpts...),
+		calls.unary,
 		recovery.UnaryServerInterceptor(recoverOpt),
 		grpcvalidate.UnaryServerInterceptor(validator),
 	}
 	stream := []grpc.StreamServerInterceptor{
 		boundSends(opts.StreamWriteTimeout),
-		logging.StreamServerInterceptor(logger, logOpts...),
+		calls.stream,
 		recovery.StreamServerInterceptor(recoverOpt),
 		grpcvalidate.StreamServerInterceptor(validator),
 	}
@@ -113,19 +106,6 @@ func NewGRPCServer(svc *Coordinator, chain *Interceptors, healthSrv *health.Serv
 	reflection.Register(s)
 	m.GRPC.InitializeMetrics(s)
 	return s
-}
-
-// callLevel logs finished calls at debug level when they succeed: the
-// service writes the per-request line itself, with step timings.
-func callLevel(code codes.Code) logging.Level {
-	switch code {
-	case codes.OK, codes.Canceled:
-		return logging.LevelDebug
-	case codes.Internal, codes.Unknown, codes.DataLoss:
-		return logging.LevelError
-	default:
-		return logging.LevelInfo
-	}
 }
 
 // chainUnary runs interceptors outermost first, as grpc.ChainUnaryInterceptor.

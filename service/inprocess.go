@@ -18,8 +18,10 @@ import (
 // with metadata, headers, trailers, status codes, cancellation and the
 // message size limit as over the network, but without HTTP/2 framing,
 // serialisation or a hop between goroutines (a server stream runs its
-// handler in one goroutine of its own). The REST front reaches
-// CoordinatorService through it. Safe for concurrent use.
+// handler in one goroutine of its own). Messages are copied as they pass,
+// as over the network, unless the call's context hands them over (see
+// WithHandOver). The REST front reaches CoordinatorService through it.
+// Safe for concurrent use.
 type Channel struct {
 	impl    any
 	service string
@@ -54,14 +56,18 @@ func (c *Channel) Invoke(ctx context.Context, method string, args, reply any, op
 		return err
 	}
 	sts := &transportStream{method: method}
+	pass := proto.Merge
+	if handsOver(ctx) {
+		pass = handOver
+	}
 	ctx = grpc.NewContextWithServerTransportStream(serverContext(ctx), sts)
-	dec := func(in any) error { proto.Merge(in.(proto.Message), args.(proto.Message)); return nil }
+	dec := func(in any) error { pass(in.(proto.Message), args.(proto.Message)); return nil }
 	resp, err := desc.Handler(c.impl, ctx, dec, c.chain.Unary)
 	sts.deliver(opts)
 	if err != nil {
 		return toStatus(err)
 	}
-	proto.Merge(reply.(proto.Message), resp.(proto.Message))
+	pass(reply.(proto.Message), resp.(proto.Message))
 	return nil
 }
 
@@ -83,6 +89,7 @@ func (c *Channel) NewStream(ctx context.Context, desc *grpc.StreamDesc, method s
 		done:            make(chan struct{}),
 		channel:         c,
 		opts:            opts,
+		handOver:        handsOver(ctx),
 	}
 	s.serverCtx = grpc.NewContextWithServerTransportStream(serverContext(ctx), &s.transportStream)
 	info := &grpc.StreamServerInfo{FullMethod: method, IsServerStream: sd.ServerStreams}
@@ -127,6 +134,8 @@ type transportStream struct {
 
 func (t *transportStream) Method() string { return t.method }
 
+// SetHeader adds md to the header. The transport takes md (the caller's
+// fresh metadata.Pairs, as the service passes) instead of copying it.
 func (t *transportStream) SetHeader(md metadata.MD) error {
 	t.mu.Lock()
 	t.header = merge(t.header, md)
@@ -151,7 +160,7 @@ func (t *transportStream) SendHeader(md metadata.MD) error { return t.SetHeader(
 
 func (t *transportStream) SetTrailer(md metadata.MD) error {
 	t.mu.Lock()
-	t.trailer = metadata.Join(t.trailer, md)
+	t.trailer = merge(t.trailer, md)
 	t.mu.Unlock()
 	return nil
 }
@@ -187,6 +196,7 @@ type stream struct {
 	err               error // the handler's status; read after done
 	channel           *Channel
 	opts              []grpc.CallOption
+	handOver          bool // the request is passed by reference (WithHandOver)
 }
 
 func (s *stream) sendHeader() { s.headerOnce.Do(func() { close(s.headerSent) }) }
@@ -232,7 +242,11 @@ func (s *serverSide) RecvMsg(m any) error {
 		if !ok {
 			return io.EOF
 		}
-		proto.Merge(m.(proto.Message), req)
+		if s.handOver {
+			handOver(m.(proto.Message), req)
+		} else {
+			proto.Merge(m.(proto.Message), req)
+		}
 		s.taken <- struct{}{}
 		return nil
 	case <-s.serverCtx.Done():

@@ -113,11 +113,14 @@ func newGRPCServer(svc *Coordinator, chain *Interceptors, h *health.Server, m *m
 type InProcess struct {
 	// Client is the CoordinatorService client over the in-process channel.
 	Client coordinatorv1.CoordinatorServiceClient
+	// Channel is the channel itself, which also runs streams on the
+	// caller's goroutine (Channel.ServeStream).
+	Channel *Channel
 }
 
 func newInProcess(svc *Coordinator, chain *Interceptors, cfg config.Config) *InProcess {
 	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, chain, int(cfg.Server.MaxRequestBodyBytes())+messageSlack)
-	return &InProcess{Client: coordinatorv1.NewCoordinatorServiceClient(ch)}
+	return &InProcess{Client: coordinatorv1.NewCoordinatorServiceClient(ch), Channel: ch}
 }
 
 // serveGRPC listens on server.grpc_listen_addr at start (a busy port fails

@@ -44,16 +44,18 @@ func (c *Coordinator) generateTokensStream(id string, in *coordinatorv1.TokensRe
 // newTokensContext builds the request context of a tokens input: format
 // generate, the body appendTokensBody writes, and the prompt's token IDs and
 // images already typed (render's generate branch, when configured, checks
-// the body and takes the same values from it).
+// the body and takes the same values from it). The token IDs' JSON is the
+// body's own token_ids, so no leg encodes them again.
 func newTokensContext(ctx context.Context, id string, in *coordinatorv1.TokensRequest, stream bool) *steps.RequestContext {
+	body, idsAt, idsEnd := writeTokensBody(nil, id, in, stream)
 	return &steps.RequestContext{
 		RequestID:  id,
 		Format:     steps.FormatGenerate,
 		Header:     forwardedHeaders(ctx),
-		Body:       appendTokensBody(nil, id, in, stream),
+		Body:       body,
 		Model:      in.GetModel(),
 		Stream:     stream,
-		TokenIDs:   in.GetTokenIds(),
+		Tokens:     steps.NewTokensEncoded(in.GetTokenIds(), body[idsAt:idsEnd:idsEnd]),
 		Multimodal: multimodalEntries(in.GetFeatures()),
 	}
 }
@@ -70,6 +72,13 @@ func newTokensContext(ctx context.Context, id string, in *coordinatorv1.TokensRe
 // when set, stream_options only when streaming (so the last event carries
 // the usage).
 func appendTokensBody(b []byte, id string, in *coordinatorv1.TokensRequest, stream bool) []byte {
+	b, _, _ = writeTokensBody(b, id, in, stream)
+	return b
+}
+
+// writeTokensBody is appendTokensBody, which also says where in b the
+// token_ids array is.
+func writeTokensBody(b []byte, id string, in *coordinatorv1.TokensRequest, stream bool) (_ []byte, idsAt, idsEnd int) {
 	ids := in.GetTokenIds()
 	if b == nil {
 		b = make([]byte, 0, 256+len(id)+len(in.GetModel())+11*len(ids)+len(in.GetCacheSalt())+featuresSize(in.GetFeatures()))
@@ -79,10 +88,12 @@ func appendTokensBody(b []byte, id string, in *coordinatorv1.TokensRequest, stre
 	b = append(b, `,"model":`...)
 	b = jsonbody.AppendString(b, in.GetModel())
 	b = append(b, `,"token_ids":`...)
+	idsAt = len(b)
 	b = jsonbody.AppendUint32s(b, ids)
+	idsEnd = len(b)
 	if f := in.GetFeatures(); len(f.GetMmHashes()) > 0 {
 		b = append(b, `,"features":`...)
-		b = appendFeatures(b, f)
+		b = steps.AppendFeatures(b, multimodalEntries(f), len(f.GetKwargsData()) > 0)
 	}
 	b = append(b, `,"sampling_params":`...)
 	b = appendSamplingParams(b, in.GetSampling())
@@ -91,9 +102,9 @@ func appendTokensBody(b []byte, id string, in *coordinatorv1.TokensRequest, stre
 		b = jsonbody.AppendString(b, in.GetCacheSalt())
 	}
 	if stream {
-		return append(b, `,"stream":true,"stream_options":{"include_usage":true}}`...)
+		return append(b, `,"stream":true,"stream_options":{"include_usage":true}}`...), idsAt, idsEnd
 	}
-	return append(b, `,"stream":false}`...)
+	return append(b, `,"stream":false}`...), idsAt, idsEnd
 }
 
 // appendSamplingParams appends the sampling_params object: the fields set,
@@ -177,40 +188,6 @@ func appendSamplingParams(b []byte, p *coordinatorv1.SamplingParams) []byte {
 // rules keep NaN and infinities out.
 func appendFloat32(b []byte, v float32) []byte {
 	return strconv.AppendFloat(b, float64(v), 'g', -1, 32)
-}
-
-// appendFeatures appends the features object of a request with images.
-func appendFeatures(b []byte, f *coordinatorv1.MultimodalFeatures) []byte {
-	b = append(b, `{"mm_hashes":{"image":[`...)
-	for i, h := range f.GetMmHashes() {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = jsonbody.AppendString(b, h)
-	}
-	b = append(b, `]},"mm_placeholders":{"image":[`...)
-	for i, p := range f.GetMmPlaceholders() {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"offset":`...)
-		b = strconv.AppendUint(b, uint64(p.GetOffset()), 10)
-		b = append(b, `,"length":`...)
-		b = strconv.AppendUint(b, uint64(p.GetLength()), 10)
-		b = append(b, '}')
-	}
-	b = append(b, `]}`...)
-	if len(f.GetKwargsData()) > 0 {
-		b = append(b, `,"kwargs_data":{"image":[`...)
-		for i, k := range f.GetKwargsData() {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendKwargs(b, k)
-		}
-		b = append(b, `]}`...)
-	}
-	return append(b, '}')
 }
 
 // appendKwargs appends one kwargs_data item: its tensor string, or null

@@ -138,7 +138,7 @@ func TestNewTokensContext(t *testing.T) {
 	assert.Equal(t, steps.FormatGenerate, rc.Format)
 	assert.Equal(t, "m", rc.Model)
 	assert.True(t, rc.Stream)
-	assert.Equal(t, []uint32{1, 2, 3, 4}, rc.TokenIDs)
+	assert.Equal(t, []uint32{1, 2, 3, 4}, rc.Tokens.IDs())
 	assert.Equal(t, headers.NewForwarded("authorization", "Bearer x"), rc.Header)
 	assert.Equal(t, string(appendTokensBody(nil, "id-1", in, true)), string(rc.Body))
 	assert.Equal(t, []steps.MultimodalEntry{

@@ -65,7 +65,7 @@ func (c *ConditionalDecode) Execute(ctx context.Context, rc *RequestContext) err
 		RequestID: rc.RequestID,
 		Header:    rc.Header,
 		Prefer:    preferIfAvailable,
-		Body:      body,
+		Parts:     body,
 	})
 	if err != nil {
 		var se *upstream.StatusError

@@ -74,9 +74,9 @@ func TestConditionalDecodeCacheHit(t *testing.T) {
 	sink := &steptest.Sink{}
 	rc := &steps.RequestContext{
 		RequestID: "req-1", Format: steps.FormatChat, Sink: sink,
-		Body:     []byte(`{"model":"test","stream":false,"messages":[{"role":"user","content":"hi"}]}`),
-		TokenIDs: []uint32{1, 2, 3},
-		Header:   headers.NewForwarded("authorization", "Bearer t"),
+		Body:   []byte(`{"model":"test","stream":false,"messages":[{"role":"user","content":"hi"}]}`),
+		Tokens: steps.NewTokens([]uint32{1, 2, 3}),
+		Header: headers.NewForwarded("authorization", "Bearer t"),
 	}
 	err := newConditionalDecode(t, gw.URL, nil).Execute(context.Background(), rc)
 	require.ErrorIs(t, err, steps.ErrDone, "a hit answers the client and ends the pipeline")
@@ -117,7 +117,7 @@ func TestConditionalDecodeCacheHitStreams(t *testing.T) {
 	})
 	sink := &steptest.Sink{}
 	rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatChat, Stream: true, Sink: sink,
-		Body: []byte(`{"model":"test","stream":true,"messages":[]}`), TokenIDs: []uint32{1, 2, 3}}
+		Body: []byte(`{"model":"test","stream":true,"messages":[]}`), Tokens: steps.NewTokens([]uint32{1, 2, 3})}
 	require.ErrorIs(t, newConditionalDecode(t, gw.URL, nil).Execute(context.Background(), rc), steps.ErrDone)
 	assert.Equal(t, []string{`{"choices":[{"delta":{"content":"Hel"}}]}`, `{"choices":[{"delta":{"content":"lo!"}}]}`, "[DONE]"},
 		sink.EventStrings())
@@ -130,7 +130,7 @@ func TestConditionalDecodeCacheMiss(t *testing.T) {
 	gw := workerAnswer(t, http.StatusPreconditionFailed, `{"error":"no cached prefix","hint":"x"}`)
 	sink := &steptest.Sink{}
 	rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatCompletions, Sink: sink,
-		Body: []byte(`{"model":"test","prompt":"Hello"}`), TokenIDs: []uint32{1, 2}}
+		Body: []byte(`{"model":"test","prompt":"Hello"}`), Tokens: steps.NewTokens([]uint32{1, 2})}
 	err := newConditionalDecode(t, gw.URL, nil).Execute(context.Background(), rc)
 	require.NoError(t, err, "a miss lets the pipeline go on")
 	assert.Len(t, gw.Legs(), 1)
@@ -183,7 +183,7 @@ func TestConditionalDecodeTransportError(t *testing.T) {
 func TestConditionalDecodeRejectsABrokenBody(t *testing.T) {
 	t.Parallel()
 	gw := workerAnswer(t, http.StatusOK, `{}`)
-	rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatChat, Sink: &steptest.Sink{}, Body: []byte(`{"model":`), TokenIDs: []uint32{1}}
+	rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatChat, Sink: &steptest.Sink{}, Body: []byte(`{"model":`), Tokens: steps.NewTokens([]uint32{1})}
 	err := newConditionalDecode(t, gw.URL, nil).Execute(context.Background(), rc)
 	assert.ErrorIs(t, err, steps.ErrInvalidRequest)
 	assert.Empty(t, gw.Legs())
@@ -208,18 +208,18 @@ func TestConditionalDecodeBodies(t *testing.T) {
 		unchanged bool // the client's bytes go out as they are
 	}{
 		{name: "chat_tokens_images", format: steps.FormatChat, body: chatWithImages,
-			rc: steps.RequestContext{TokenIDs: []uint32{1, 32000, 32000, 32000, 2345, 6789}, Multimodal: images}},
+			rc: steps.RequestContext{Tokens: steps.NewTokens([]uint32{1, 32000, 32000, 32000, 2345, 6789}), Multimodal: images}},
 		{name: "chat_tokens", format: steps.FormatChat, body: `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`,
-			rc: steps.RequestContext{TokenIDs: []uint32{1, 2, 4294967295}}},
+			rc: steps.RequestContext{Tokens: steps.NewTokens([]uint32{1, 2, 4294967295})}},
 		{name: "chat_tokens_openai_format_off", format: steps.FormatChat, body: `{"model":"m","messages":[]}`,
-			rc: steps.RequestContext{TokenIDs: []uint32{5}}, params: map[string]any{"use_openai_format": false}},
+			rc: steps.RequestContext{Tokens: steps.NewTokens([]uint32{5})}, params: map[string]any{"use_openai_format": false}},
 		{name: "chat_no_tokens", format: steps.FormatChat, body: chatWithImages,
 			rc: steps.RequestContext{Multimodal: images}, unchanged: true},
 		{name: "completions_tokens", format: steps.FormatCompletions, body: `{"model":"m","prompt":"Hello","max_tokens":7,"min_tokens":3}`,
-			rc: steps.RequestContext{TokenIDs: []uint32{9, 8, 7}, PrefillDone: true, KVParams: prefilled}},
+			rc: steps.RequestContext{Tokens: steps.NewTokens([]uint32{9, 8, 7}), PrefillDone: true, KVParams: prefilled}},
 		{name: "completions_no_tokens", format: steps.FormatCompletions, body: `{"model":"m","prompt":"Hello"}`, unchanged: true},
 		{name: "generate_tokens", format: steps.FormatGenerate, body: `{"model":"m","token_ids":[1,2,3],"sampling_params":{"max_tokens":50}}`,
-			rc: steps.RequestContext{TokenIDs: []uint32{1, 2, 3}, Multimodal: images}, unchanged: true},
+			rc: steps.RequestContext{Tokens: steps.NewTokens([]uint32{1, 2, 3}), Multimodal: images}, unchanged: true},
 		{name: "generate_no_tokens", format: steps.FormatGenerate, body: `{"model":"m","token_ids":[1]}`, unchanged: true},
 	}
 	for _, tt := range tests {
@@ -234,6 +234,7 @@ func TestConditionalDecodeBodies(t *testing.T) {
 			assert.Equal(t, tt.format.Path(), legs[0].Path)
 			sent := legs[0].Body
 			goldenJSON(t, "conditional_decode/"+tt.name, sent)
+			goldenWire(t, "conditional_decode/"+tt.name, sent)
 			if tt.unchanged {
 				assert.Equal(t, tt.body, string(sent))
 			}

@@ -64,15 +64,20 @@ type RequestContext struct {
 	// Header holds the client headers forwarded on every leg, as the
 	// header policy let them through (package headers).
 	Header headers.Forwarded
-	// Body is the client's JSON object as it stands: steps replace it with
-	// edited copies and never mutate it in place.
+	// Body is the client's JSON object exactly as it came; nothing changes
+	// it. The body as the steps edited it is Doc.
 	Body []byte
+	// Doc is Body validated and indexed once, with the steps' edits (see
+	// Document). The service sets it; Document() parses Body when it is nil.
+	Doc *Document
 	// Model and Stream are the body's top-level "model" and "stream".
 	Model  string
 	Stream bool
 
-	// TokenIDs is the tokenized prompt (render, or the client's tokens).
-	TokenIDs []uint32
+	// Tokens is the tokenized prompt (render, or the client's tokens).
+	Tokens Tokens
+	// tokensExt caches the chat "tokens" extension every leg carries.
+	tokensExt tokensExtension
 	// Multimodal lists the prompt's images in order.
 	Multimodal []MultimodalEntry
 	// ECDescriptors holds the ec_transfer_params object each encode leg
@@ -113,7 +118,7 @@ type MultimodalEntry struct {
 	// KwargsData is the preprocessed tensor as raw JSON: a string, or null
 	// when the worker resolves it from its encoder cache.
 	KwargsData json.RawMessage
-	// Placeholder locates the image's placeholder tokens in TokenIDs.
+	// Placeholder locates the image's placeholder tokens in Tokens.
 	Placeholder Placeholder
 }
 

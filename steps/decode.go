@@ -62,7 +62,7 @@ func (d *Decode) Execute(ctx context.Context, rc *RequestContext) error {
 		Profile:   upstream.ProfileDecode,
 		RequestID: rc.RequestID,
 		Header:    rc.Header,
-		Body:      body,
+		Parts:     body,
 	})
 	if err != nil {
 		var se *upstream.StatusError
@@ -79,7 +79,7 @@ func (d *Decode) Execute(ctx context.Context, rc *RequestContext) error {
 
 // body shapes the decode leg: the KV connector's decode params only after a
 // prefill ran (decision D2), never the coordinator's ec_transfer_params.
-func (d *Decode) body(rc *RequestContext) ([]byte, error) {
+func (d *Decode) body(rc *RequestContext) ([][]byte, error) {
 	var kvParams []byte
 	if rc.PrefillDone {
 		p, err := d.kv.DecodeParams(rc.KVParams)
@@ -98,48 +98,48 @@ func (d *Decode) body(rc *RequestContext) ([]byte, error) {
 // (D3); with imageUUIDs, each chat image part's "uuid" from its entry's hash
 // when that hash is non-empty (D4); with kvParams, nothing that asks for the
 // prompt's logprobs (D22). Client fields are kept as sent; with nothing to
-// add the client's body goes out byte for byte.
-func decodeBody(rc *RequestContext, kvParams []byte, imageUUIDs bool) ([]byte, error) {
-	hasTokens := len(rc.TokenIDs) > 0 && rc.Format != FormatGenerate
+// add the document goes out as it stands (the client's bytes, when no step
+// edited it).
+func decodeBody(rc *RequestContext, kvParams []byte, imageUUIDs bool) ([][]byte, error) {
+	doc, err := rc.Document()
+	if err != nil {
+		return nil, err
+	}
+	hasTokens := rc.Tokens.Len() > 0 && rc.Format != FormatGenerate
 	hasHashes := imageUUIDs && rc.Format == FormatChat && anyHash(rc.Multimodal)
 	if kvParams == nil && !hasTokens && !hasHashes {
-		return rc.Body, nil
+		return doc.Write(doc.Root()), nil
 	}
-	obj, err := jsonbody.ParseObject(rc.Body)
-	if err != nil {
-		return nil, Invalidf("body: %v", err)
-	}
+	leg := doc.Leg()
 	if kvParams != nil { // after a prefill: the prompt's logprobs are its (D22)
-		dropPromptLogprobs(obj, rc.Format)
+		dropPromptLogprobs(leg, rc.Format)
 	}
 	switch rc.Format {
 	case FormatChat:
 		if kvParams != nil {
-			obj.Set(keyKVTransferParams, kvParams)
+			leg.Set(keyKVTransferParams, kvParams)
 		}
 		if hasTokens {
-			obj.Set(keyTokens, appendTokens(nil, rc.TokenIDs, rc.Multimodal))
+			leg.Set(keyTokens, rc.tokensExtension())
 		}
 		if hasHashes {
-			if err := setImageUUIDs(obj, rc.Multimodal); err != nil {
-				return nil, err
-			}
+			setImageUUIDs(doc, leg, rc.Multimodal)
 		}
 	case FormatCompletions:
 		if kvParams != nil {
-			obj.Set(keyKVTransferParams, kvParams)
+			leg.Set(keyKVTransferParams, kvParams)
 		}
 		if hasTokens {
-			obj.Set(keyPrompt, jsonbody.AppendUint32s(nil, rc.TokenIDs))
+			leg.Set(keyPrompt, rc.Tokens.JSON())
 		}
 	case FormatGenerate:
 		if kvParams != nil {
-			if err := setNested(obj, keySamplingParams, keyExtraArgs, keyKVTransferParams, kvParams); err != nil {
+			if err := setNested(leg, keySamplingParams, keyExtraArgs, keyKVTransferParams, kvParams); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return obj.Bytes(), nil
+	return doc.Write(leg), nil
 }
 
 func anyHash(entries []MultimodalEntry) bool {
@@ -151,16 +151,16 @@ func anyHash(entries []MultimodalEntry) bool {
 	return false
 }
 
-// setImageUUIDs gives the k-th image part "uuid": the k-th entry's hash,
-// when that hash is known.
-func setImageUUIDs(obj *jsonbody.Object, entries []MultimodalEntry) error {
-	return editImageParts(obj, func(k int, p *imagePart) (bool, error) {
+// setImageUUIDs gives the k-th image part of leg "uuid": the k-th entry's
+// hash, when that hash is known.
+func setImageUUIDs(doc *Document, leg *jsonbody.Object, entries []MultimodalEntry) {
+	for k := range doc.imageLocs() {
 		if k >= len(entries) || entries[k].Hash == "" {
-			return false, nil
+			continue
 		}
-		p.Part.Set("uuid", jsonbody.AppendString(nil, entries[k].Hash))
-		return true, nil
-	})
+		part, _ := doc.editImage(leg, k)
+		part.Set("uuid", jsonbody.AppendString(nil, entries[k].Hash))
+	}
 }
 
 var _ Step = (*Decode)(nil)

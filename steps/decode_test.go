@@ -136,7 +136,7 @@ func TestDecodeBodyShapes(t *testing.T) {
 			name: "chat after prefill with tokens and images", format: steps.FormatChat,
 			body: `{"model":"m","max_tokens":5,"min_tokens":3,"messages":[{"role":"user","content":[{"type":"text","text":"d"},` +
 				`{"type":"image_url","image_url":{"url":"data:image/png;base64,AA"}},{"type":"image_url","image_url":{"url":"data:image/png;base64,BB"},"uuid":"client"}]}]}`,
-			rc:     steps.RequestContext{PrefillDone: true, KVParams: prefillKV, TokenIDs: []uint32{1, 7, 7, 9}, Multimodal: images},
+			rc:     steps.RequestContext{PrefillDone: true, KVParams: prefillKV, Tokens: steps.NewTokens([]uint32{1, 7, 7, 9}), Multimodal: images},
 			params: map[string]any{"kv_connector": "kv-nixl"},
 			want: `{"model":"m","max_tokens":5,"min_tokens":3,"messages":[{"role":"user","content":[{"type":"text","text":"d"},` +
 				`{"type":"image_url","image_url":{"url":"data:image/png;base64,AA"},"uuid":"h0"},{"type":"image_url","image_url":{"url":"data:image/png;base64,BB"},"uuid":"client"}]}],` +
@@ -145,7 +145,7 @@ func TestDecodeBodyShapes(t *testing.T) {
 		{
 			name: "completions after prefill replaces the prompt", format: steps.FormatCompletions,
 			body:   `{"model":"m","prompt":"Hello","stream":false}`,
-			rc:     steps.RequestContext{PrefillDone: true, TokenIDs: []uint32{9, 4294967295}},
+			rc:     steps.RequestContext{PrefillDone: true, Tokens: steps.NewTokens([]uint32{9, 4294967295})},
 			params: map[string]any{"kv_connector": "kv-shared-storage"},
 			want:   `{"model":"m","prompt":[9,4294967295],"stream":false,"kv_transfer_params":{"do_remote_decode":false,"do_remote_prefill":true}}`,
 		},
@@ -159,7 +159,7 @@ func TestDecodeBodyShapes(t *testing.T) {
 		{
 			name: "generate nests kv params and keeps sampling params", format: steps.FormatGenerate,
 			body:   `{"model":"m","token_ids":[1,2],"sampling_params":{"max_tokens":50,"extra_args":{"keep":1}}}`,
-			rc:     steps.RequestContext{PrefillDone: true, KVParams: prefillKV, TokenIDs: []uint32{1, 2}},
+			rc:     steps.RequestContext{PrefillDone: true, KVParams: prefillKV, Tokens: steps.NewTokens([]uint32{1, 2})},
 			params: map[string]any{"kv_connector": "kv-nixl"},
 			want:   `{"model":"m","token_ids":[1,2],"sampling_params":{"max_tokens":50,"extra_args":{"keep":1,"kv_transfer_params":` + wantNIXL + `}}}`,
 		},
@@ -172,7 +172,7 @@ func TestDecodeBodyShapes(t *testing.T) {
 		},
 		{
 			name: "no prefill means no kv params (D2)", format: steps.FormatChat,
-			body: `{"model":"m","messages":[]}`, rc: steps.RequestContext{TokenIDs: []uint32{5}},
+			body: `{"model":"m","messages":[]}`, rc: steps.RequestContext{Tokens: steps.NewTokens([]uint32{5})},
 			want: `{"model":"m","messages":[],"tokens":{"token_ids":[5]}}`,
 		},
 	}

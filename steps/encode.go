@@ -79,16 +79,16 @@ func (e *Encode) Execute(ctx context.Context, rc *RequestContext) error {
 			return fmt.Errorf("encode[%d]: negative placeholder length %d", i, entry.Placeholder.Length)
 		}
 	}
-	var images [][]byte
+	var images []*jsonbody.Object
 	if format == FormatChat {
 		var err error
-		if images, err = imageURLObjects(rc.Body); err != nil {
+		if images, err = imageURLObjects(rc); err != nil {
 			return err
 		}
 	}
 	descriptors := make([]json.RawMessage, len(rc.Multimodal))
 	err := fanOut(ctx, len(rc.Multimodal), e.maxParallel, func(ctx context.Context, i int) error {
-		var image []byte
+		var image *jsonbody.Object
 		if idx := rc.Multimodal[i].Index; idx >= 0 && idx < len(images) {
 			image = images[idx]
 		}
@@ -105,7 +105,7 @@ func (e *Encode) Execute(ctx context.Context, rc *RequestContext) error {
 
 // leg posts one encode body and returns the worker's ec_transfer_params:
 // a non-empty JSON object, or nil when it sent none.
-func (e *Encode) leg(ctx context.Context, rc *RequestContext, format Format, i int, body []byte) (json.RawMessage, error) {
+func (e *Encode) leg(ctx context.Context, rc *RequestContext, format Format, i int, body [][]byte) (json.RawMessage, error) {
 	name := fmt.Sprintf("%s[%d]", EncodeType, i)
 	resp, err := e.gateway.Post(ctx, upstream.Request{
 		Leg:       name,
@@ -113,7 +113,7 @@ func (e *Encode) leg(ctx context.Context, rc *RequestContext, format Format, i i
 		Profile:   upstream.ProfileEncode,
 		RequestID: rc.RequestID,
 		Header:    rc.Header,
-		Body:      body,
+		Parts:     body,
 		Retry:     true,
 	})
 	if err != nil {
@@ -129,74 +129,78 @@ func (e *Encode) leg(ctx context.Context, rc *RequestContext, format Format, i i
 	return desc, nil
 }
 
-// imageURLObjects returns the raw "image_url" object of each image part of
-// a chat body, in document order (aliasing body).
-func imageURLObjects(body []byte) ([][]byte, error) {
-	obj, err := jsonbody.ParseObject(body)
+// imageURLObjects returns the "image_url" object of each image part of a
+// chat body as it stands, in document order.
+func imageURLObjects(rc *RequestContext) ([]*jsonbody.Object, error) {
+	doc, err := rc.Document()
 	if err != nil {
-		return nil, Invalidf("body: %v", err)
+		return nil, err
 	}
-	var images [][]byte
-	err = forEachImagePart(obj, func(_ int, p *imagePart) error {
-		raw, _ := p.Part.Get("image_url")
-		images = append(images, raw)
+	var images []*jsonbody.Object
+	_ = doc.forEachImage(doc.Root(), func(_ int, p imagePart) error {
+		images = append(images, p.ImageURL)
 		return nil
 	})
-	return images, err
+	return images, nil
 }
 
 // encodeBody writes the body of the i-th encode leg. Its prompt is the
 // image alone: token_ids are the prompt's first token then the image's
 // placeholder token once per placeholder position, and the features place
 // the image right after that first token. Chat legs carry the image_url
-// object (image; {"url":""} when the body has no such part) and the tokens
-// extension; generate and completions legs carry the preprocessed tensor
-// in features.kwargs_data instead. Every leg asks for one token, unstreamed.
-func encodeBody(rc *RequestContext, format Format, i int, image []byte) []byte {
+// object (image, by reference to the client's bytes where unchanged;
+// {"url":""} when the body has no such part) and the tokens extension;
+// generate and completions legs carry the preprocessed tensor in
+// features.kwargs_data instead. Every leg asks for one token, unstreamed.
+func encodeBody(rc *RequestContext, format Format, i int, image *jsonbody.Object) [][]byte {
 	entry := rc.Multimodal[i]
-	ids := encodeTokenIDs(rc.TokenIDs, entry.Placeholder)
+	ids := jsonbody.AppendUint32s(nil, encodeTokenIDs(&rc.Tokens, entry.Placeholder))
 	alone := []MultimodalEntry{{
 		Hash:        entry.Hash,
 		KwargsData:  entry.KwargsData,
 		Placeholder: Placeholder{Offset: 1, Length: entry.Placeholder.Length},
 	}}
-	b := make([]byte, 0, 192+len(rc.Model)+len(entry.Hash)+len(image)+len(entry.KwargsData)+11*len(ids))
-	b = append(b, `{"model":`...)
-	b = jsonbody.AppendString(b, rc.Model)
+	var b jsonbody.Segments
+	head := make([]byte, 0, 96+len(rc.Model))
+	head = append(head, `{"model":`...)
+	b.Write(jsonbody.AppendString(head, rc.Model))
 	switch format {
 	case FormatChat:
+		b.WriteString(`,"messages":[{"role":"user","content":[{"type":"image_url","image_url":`)
 		if image == nil {
-			image = []byte(`{"url":""}`)
+			b.WriteString(`{"url":""}`)
+		} else {
+			image.AppendSegments(&b)
 		}
-		b = append(b, `,"messages":[{"role":"user","content":[{"type":"image_url","image_url":`...)
-		b = append(b, image...)
-		b = append(b, `}]}],"tokens":`...)
-		b = appendTokens(b, ids, alone)
-		return append(b, `,"max_tokens":1,"stream":false}`...)
+		b.WriteString(`}]}],"tokens":`)
+		b.Write(appendTokens(nil, ids, alone))
+		b.WriteString(`,"max_tokens":1,"stream":false}`)
 	case FormatGenerate:
-		b = append(b, `,"token_ids":`...)
-		b = jsonbody.AppendUint32s(b, ids)
-		b = append(b, `,"features":`...)
-		b = appendFeatures(b, alone, true)
-		return append(b, `,"sampling_params":{"max_tokens":1},"stream":false}`...)
+		b.WriteString(`,"token_ids":`)
+		b.Write(ids)
+		b.WriteString(`,"features":`)
+		appendFeatureSegments(&b, alone)
+		b.WriteString(`,"sampling_params":{"max_tokens":1},"stream":false}`)
 	default: // completions: generate-shaped, capped at the top level
-		b = append(b, `,"token_ids":`...)
-		b = jsonbody.AppendUint32s(b, ids)
-		b = append(b, `,"features":`...)
-		b = appendFeatures(b, alone, true)
-		return append(b, `,"max_tokens":1,"stream":false}`...)
+		b.WriteString(`,"token_ids":`)
+		b.Write(ids)
+		b.WriteString(`,"features":`)
+		appendFeatureSegments(&b, alone)
+		b.WriteString(`,"max_tokens":1,"stream":false}`)
 	}
+	return b.Parts()
 }
 
 // encodeTokenIDs is an encode leg's prompt: [BOS] + [P] × p.Length, where
 // BOS is the prompt's first token (1 without a prompt) and P the token at
-// the image's offset (0 when the offset is outside the prompt).
-func encodeTokenIDs(prompt []uint32, p Placeholder) []uint32 {
+// the image's offset (0 when the offset is outside the prompt). It reads
+// those two tokens alone (Tokens.At), so legs may call it concurrently.
+func encodeTokenIDs(prompt *Tokens, p Placeholder) []uint32 {
 	bos, placeholder := uint32(1), uint32(0)
-	if len(prompt) > 0 {
-		bos = prompt[0]
-		if p.Offset >= 0 && p.Offset < len(prompt) {
-			placeholder = prompt[p.Offset]
+	if n := prompt.Len(); n > 0 {
+		bos = prompt.At(0)
+		if p.Offset >= 0 && p.Offset < n {
+			placeholder = prompt.At(p.Offset)
 		}
 	}
 	ids := make([]uint32, 1+p.Length)

@@ -39,7 +39,9 @@ func TestEncodeGolden(t *testing.T) {
 			legs := gw.Legs()
 			require.Len(t, legs, 2)
 			for i, hash := range []string{hash0, hash1} {
-				goldenJSON(t, fmt.Sprintf("encode/%s/leg%d", tt.name, i), legByHash(t, legs, hash).Body)
+				name := fmt.Sprintf("encode/%s/leg%d", tt.name, i)
+				goldenJSON(t, name, legByHash(t, legs, hash).Body)
+				goldenWire(t, name, legByHash(t, legs, hash).Body)
 			}
 		})
 	}

@@ -131,7 +131,7 @@ func TestEncodeBuildsTokenIDs(t *testing.T) {
 	t.Parallel()
 	gw := workers(t)
 	rc := mmChatContext()
-	rc.TokenIDs = []uint32{1, 32000, 32000, 32000, 9, 9, 9}
+	rc.Tokens = steps.NewTokens([]uint32{1, 32000, 32000, 32000, 9, 9, 9})
 	rc.Multimodal = rc.Multimodal[:1]
 	require.NoError(t, newEncode(t, gw.URL, map[string]any{"use_openai_format": true}).Execute(context.Background(), rc))
 	legs := gw.Legs()

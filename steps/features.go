@@ -15,9 +15,11 @@ const modalityImage = "image"
 // jsonNull is the raw JSON literal null.
 var jsonNull = []byte("null")
 
-// parseImageFeatures reads the image entries of a vLLM GenerateRequest
+// imageFeatures reads the image entries of a vLLM GenerateRequest
 // "features" value: render's answer to a chat render, or the client's body on
-// /inference/v1/generate. raw is the value's JSON text, nil when absent:
+// /inference/v1/generate. raw is the value's JSON text, nil when absent, and
+// features the value indexed with featuresIndex (nil when it is not an
+// object):
 //
 //	{"mm_hashes":       {"image": ["h0", ...]},
 //	 "mm_placeholders": {"image": [{"offset": 4, "length": 2}, ...]},
@@ -32,16 +34,15 @@ var jsonNull = []byte("null")
 //
 // Any present value of the wrong shape is an error, never taken as absent.
 // Errors are plain: the caller decides whose fault the value is.
-func parseImageFeatures(raw []byte) ([]MultimodalEntry, error) {
+func imageFeatures(raw []byte, features *jsonbody.Object) ([]MultimodalEntry, error) {
 	if raw == nil || jsonbody.IsNull(raw) {
 		return nil, nil
 	}
-	features, err := jsonbody.ParseObject(raw)
-	if err != nil {
+	if features == nil {
 		return nil, errors.New("features must be an object")
 	}
-	hashes, _, err := imageArray(features, "mm_hashes")
-	if err != nil || len(hashes) == 0 {
+	hashes, ok, err := imageArray(features, "mm_hashes")
+	if err != nil || !ok || hashes.Len() == 0 {
 		return nil, err
 	}
 	placeholders, ok, err := imageArray(features, "mm_placeholders")
@@ -55,26 +56,26 @@ func parseImageFeatures(raw []byte) ([]MultimodalEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := len(hashes)
-	if len(placeholders) != n {
-		return nil, fmt.Errorf("features length mismatch: mm_hashes.image has %d, mm_placeholders.image has %d", n, len(placeholders))
+	n := hashes.Len()
+	if placeholders.Len() != n {
+		return nil, fmt.Errorf("features length mismatch: mm_hashes.image has %d, mm_placeholders.image has %d", n, placeholders.Len())
 	}
-	if hasKwargs && len(kwargs) != n {
-		return nil, fmt.Errorf("features length mismatch: mm_hashes.image has %d, kwargs_data.image has %d", n, len(kwargs))
+	if hasKwargs && kwargs.Len() != n {
+		return nil, fmt.Errorf("features length mismatch: mm_hashes.image has %d, kwargs_data.image has %d", n, kwargs.Len())
 	}
 	entries := make([]MultimodalEntry, n)
 	for i := range entries {
-		hash, ok := jsonbody.String(hashes[i])
+		hash, ok := jsonbody.String(hashes.Elem(i))
 		if !ok {
 			return nil, fmt.Errorf("mm_hashes.image[%d] must be a string", i)
 		}
-		p, err := parsePlaceholder(placeholders[i])
+		p, err := parsePlaceholder(placeholders.Object(i))
 		if err != nil {
 			return nil, fmt.Errorf("mm_placeholders.image[%d]%w", i, err)
 		}
 		tensor := jsonNull
 		if hasKwargs {
-			tensor = kwargs[i]
+			tensor = kwargs.Elem(i)
 			if tensor[0] != '"' && !jsonbody.IsNull(tensor) {
 				return nil, fmt.Errorf("kwargs_data.image[%d] must be a string or null", i)
 			}
@@ -84,35 +85,34 @@ func parseImageFeatures(raw []byte) ([]MultimodalEntry, error) {
 	return entries, nil
 }
 
-// imageArray returns the elements of features[field].image. present is false
+// imageArray returns features[field].image, indexed. present is false
 // when field or its image member is absent or null; a present value of
 // another shape is an error.
-func imageArray(features *jsonbody.Object, field string) (elems [][]byte, present bool, err error) {
+func imageArray(features *jsonbody.Object, field string) (elems *jsonbody.Array, present bool, err error) {
 	raw, ok := features.Get(field)
 	if !ok || jsonbody.IsNull(raw) {
 		return nil, false, nil
 	}
-	byModality, err := jsonbody.ParseObject(raw)
-	if err != nil {
+	byModality := features.Object(field)
+	if byModality == nil {
 		return nil, false, fmt.Errorf("%s must be an object", field)
 	}
 	raw, ok = byModality.Get(modalityImage)
 	if !ok || jsonbody.IsNull(raw) {
 		return nil, false, nil
 	}
-	elems, err = jsonbody.ParseArray(raw)
-	if err != nil {
+	elems = byModality.Array(modalityImage)
+	if elems == nil {
 		return nil, false, fmt.Errorf("%s.%s must be an array", field, modalityImage)
 	}
 	return elems, true, nil
 }
 
-// parsePlaceholder reads {"offset": o, "length": l} with o and l
-// non-negative integers. Its errors start with the member they are about
-// (".offset ...") or with a space.
-func parsePlaceholder(raw []byte) (Placeholder, error) {
-	obj, err := jsonbody.ParseObject(raw)
-	if err != nil {
+// parsePlaceholder reads {"offset": o, "length": l} (indexed; nil when it
+// is not an object) with o and l non-negative integers. Its errors start
+// with the member they are about (".offset ...") or with a space.
+func parsePlaceholder(obj *jsonbody.Object) (Placeholder, error) {
+	if obj == nil {
 		return Placeholder{}, errors.New(" must be an object")
 	}
 	offset, ok := nonNegativeInt(obj, "offset")

@@ -132,8 +132,8 @@ func TestFeaturesFromTheClient(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, rc.Multimodal)
-			assert.Len(t, rc.TokenIDs, 16)
-			assert.Equal(t, body, string(rc.Body), "the generate body is left untouched")
+			assert.Len(t, rc.Tokens.IDs(), 16)
+			assert.Equal(t, body, string(editedBody(rc)), "the generate body is left untouched")
 		})
 	}
 }
@@ -164,7 +164,7 @@ func TestFeaturesFromRender(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, rc.Multimodal)
-			assert.Len(t, rc.TokenIDs, 16)
+			assert.Len(t, rc.Tokens.IDs(), 16)
 		})
 	}
 }

@@ -39,7 +39,7 @@ func resolveFormat(inbound Format, useOpenAIFormat bool) Format {
 func capSingleToken(obj *jsonbody.Object, f Format) error {
 	target := obj
 	if f == FormatGenerate {
-		sp, err := childObject(obj, keySamplingParams)
+		sp, err := editChild(obj, keySamplingParams)
 		if err != nil {
 			return err
 		}
@@ -47,9 +47,6 @@ func capSingleToken(obj *jsonbody.Object, f Format) error {
 	}
 	target.Set("max_tokens", []byte("1"))
 	target.Delete("min_tokens")
-	if f == FormatGenerate {
-		obj.Set(keySamplingParams, target.Bytes())
-	}
 	for _, key := range [...]string{"max_completion_tokens", "max_output_tokens"} {
 		if _, ok := obj.Get(key); ok {
 			obj.Set(key, []byte("1"))
@@ -58,6 +55,20 @@ func capSingleToken(obj *jsonbody.Object, f Format) error {
 	obj.Set("stream", []byte("false"))
 	obj.Delete("stream_options")
 	return nil
+}
+
+// readBody reads a 2xx answer's whole body, up to max bytes and one
+// more (a longer answer is for the caller to refuse), into a buffer of the
+// size its Content-Length announces when the worker sent one (up to
+// maxAnswerSize), rather than growing a buffer as the bytes arrive.
+func readBody(resp *http.Response, max int64) ([]byte, error) {
+	r := io.LimitReader(resp.Body, max+1)
+	if n := resp.ContentLength; n > 0 && n <= max && n <= maxAnswerSize {
+		buf := bytes.NewBuffer(make([]byte, 0, n+bytes.MinRead))
+		_, err := buf.ReadFrom(r)
+		return buf.Bytes(), err
+	}
+	return io.ReadAll(r)
 }
 
 // maxAnswerSize bounds the body of an encode or prefill answer.
@@ -83,7 +94,7 @@ func readAnswer(resp *http.Response, leg string) (*jsonbody.Object, error) {
 	if resp.StatusCode == http.StatusNoContent {
 		return nil, nil
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerSize+1))
+	body, err := readBody(resp, maxAnswerSize)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read answer: %w", leg, err)
 	}

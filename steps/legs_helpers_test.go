@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -99,7 +100,7 @@ func mmChatContext() *steps.RequestContext {
 		Body:       []byte(mmChatBody),
 		Model:      "llava",
 		Stream:     true,
-		TokenIDs:   append([]uint32(nil), mmTokenIDs...),
+		Tokens:     steps.NewTokens(append([]uint32(nil), mmTokenIDs...)),
 		Multimodal: mmEntries(),
 		Sink:       &steptest.Sink{},
 	}
@@ -296,6 +297,18 @@ func withoutSGLangRoom(t *testing.T, body []byte) []byte {
 	require.NoError(t, err)
 	return out
 }
+
+// pinnedSGLangRoom replaces kv-sglang's random bootstrap_room in a leg
+// body with a fixed UUID, leaving every other byte as it was.
+func pinnedSGLangRoom(t *testing.T, body []byte) []byte {
+	t.Helper()
+	room := sglangRoom.Find(body)
+	require.NotNil(t, room, "no bootstrap_room in %s", body)
+	return bytes.Replace(body, room, []byte(`"bootstrap_room":"00000000-0000-4000-8000-000000000000"`), 1)
+}
+
+// sglangRoom finds kv-sglang's bootstrap_room member.
+var sglangRoom = regexp.MustCompile(`"bootstrap_room":"[0-9a-f-]{36}"`)
 
 // assertLegHeaders checks what every gateway leg carries.
 func assertLegHeaders(t *testing.T, leg steptest.Leg, profile, requestID string) {

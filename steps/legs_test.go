@@ -190,7 +190,10 @@ func TestEncodeTokenIDs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			assert.Equal(t, tt.want, encodeTokenIDs(tt.prompt, tt.p))
+			held := NewTokens(tt.prompt)
+			assert.Equal(t, tt.want, encodeTokenIDs(&held, tt.p), "the IDs held")
+			encoded := tokensOfJSON(jsonbody.AppendUint32s(nil, tt.prompt), len(tt.prompt))
+			assert.Equal(t, tt.want, encodeTokenIDs(&encoded, tt.p), "their JSON held")
 		})
 	}
 }

@@ -42,12 +42,9 @@ type promptAsk struct {
 // which does not stream, would accept the request. Completions echo with
 // logprobs and max_tokens 0 (scoring the prompt alone) is refused too: the
 // decode leg without echo would have nothing to generate.
-func readPromptAsk(rc *RequestContext) (promptAsk, error) {
+func readPromptAsk(rc *RequestContext, doc *Document) (promptAsk, error) {
 	var ask promptAsk
-	obj, err := jsonbody.ParseObject(rc.Body)
-	if err != nil {
-		return ask, Invalidf("body: %v", err)
-	}
+	obj := doc.Root()
 	holder := obj
 	if rc.Format == FormatGenerate {
 		sp, ok := memberObject(obj, keySamplingParams)
@@ -96,37 +93,36 @@ func echoWithLogprobs(obj *jsonbody.Object) bool {
 // there. With echo it asks vLLM's "echo without generation" (max_tokens 0:
 // the engine still runs one token, so the KV is kept for decode, and the
 // answer is exactly the prompt's text and logprobs).
-func appendCompletionsCap(b []byte, ask promptAsk, stream bool) []byte {
+func appendCompletionsCap(b *jsonbody.Segments, ask promptAsk, stream bool) {
 	if !ask.echo {
-		b = append(b, `,"max_tokens":1,"stream":false`...)
+		b.WriteString(`,"max_tokens":1,"stream":false`)
 		if ask.promptLogprobs != nil && !stream {
-			b = append(b, `,"prompt_logprobs":`...)
-			b = append(b, ask.promptLogprobs...)
+			b.WriteString(`,"prompt_logprobs":`)
+			b.Write(ask.promptLogprobs)
 		}
-		return b
+		return
 	}
-	b = append(b, `,"max_tokens":0,"stream":false,"echo":true,"logprobs":`...)
-	b = append(b, ask.logprobs...)
+	b.WriteString(`,"max_tokens":0,"stream":false,"echo":true,"logprobs":`)
+	b.Write(ask.logprobs)
 	if ask.promptLogprobs != nil {
-		b = append(b, `,"prompt_logprobs":`...)
-		b = append(b, ask.promptLogprobs...)
+		b.WriteString(`,"prompt_logprobs":`)
+		b.Write(ask.promptLogprobs)
 	}
 	if ask.tokensAsIDs != nil {
-		b = append(b, `,"return_tokens_as_token_ids":`...)
-		b = append(b, ask.tokensAsIDs...)
+		b.WriteString(`,"return_tokens_as_token_ids":`)
+		b.Write(ask.tokensAsIDs)
 	}
-	return b
 }
 
 // appendSamplingAsk adds ,"prompt_logprobs":.. to the sampling_params of a
 // fresh generate prefill leg when the client asked for prompt logprobs of a
 // non-streamed answer (a stream never carries them).
-func appendSamplingAsk(b []byte, ask promptAsk, stream bool) []byte {
+func appendSamplingAsk(b *jsonbody.Segments, ask promptAsk, stream bool) {
 	if ask.promptLogprobs == nil || stream {
-		return b
+		return
 	}
-	b = append(b, `,"prompt_logprobs":`...)
-	return append(b, ask.promptLogprobs...)
+	b.WriteString(`,"prompt_logprobs":`)
+	b.Write(ask.promptLogprobs)
 }
 
 // dropPromptLogprobs removes from a decode leg that follows a prefill what

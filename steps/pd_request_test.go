@@ -58,7 +58,7 @@ func pdContext(f steps.Format, body string, stream bool) *steps.RequestContext {
 		Body:      []byte(body),
 		Model:     "m",
 		Stream:    stream,
-		TokenIDs:  []uint32{1, 2, 3, 4, 5},
+		Tokens:    steps.NewTokens([]uint32{1, 2, 3, 4, 5}),
 		Sink:      &steptest.Sink{},
 	}
 }
@@ -183,7 +183,7 @@ func TestPDFallbackLeavesPromptLogprobsToDecode(t *testing.T) {
 	require.NoError(t, err)
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}],"prompt_logprobs":2}`
 	rc := pdContext(steps.FormatChat, body, false)
-	rc.TokenIDs = nil // nothing rendered: decode sends the client's bytes
+	rc.Tokens = steps.Tokens{} // nothing rendered: decode sends the client's bytes
 	require.NoError(t, p.Run(context.Background(), rc))
 	require.NotNil(t, rc.PrefillFallback)
 	decode := legsOf(gw, upstream.ProfileDecode)

@@ -112,7 +112,7 @@ func (p *Prefill) execute(ctx context.Context, rc *RequestContext) error {
 		Profile:   upstream.ProfilePrefill,
 		RequestID: rc.RequestID,
 		Header:    rc.Header,
-		Body:      body,
+		Parts:     body,
 		Retry:     true,
 	})
 	if err != nil {
@@ -182,117 +182,101 @@ func fallbackReason(ctx context.Context, err error) string {
 //     token_ids, features
 //     with tensors when there are images, and the transfer params under
 //     sampling_params.extra_args (no client sampling params).
-func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessage) ([]byte, error) {
-	ask, err := readPromptAsk(rc)
+func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessage) ([][]byte, error) {
+	doc, err := rc.Document()
+	if err != nil {
+		return nil, err
+	}
+	ask, err := readPromptAsk(rc, doc)
 	if err != nil {
 		return nil, err
 	}
 	switch f {
 	case FormatChat:
-		obj, err := jsonbody.ParseObject(rc.Body)
-		if err != nil {
-			return nil, Invalidf("body: %v", err)
-		}
-		if err := capSingleToken(obj, f); err != nil {
+		leg := doc.Leg()
+		if err := capSingleToken(leg, f); err != nil {
 			return nil, err
 		}
-		if len(rc.TokenIDs) > 0 {
-			obj.Set(keyTokens, appendTokens(nil, rc.TokenIDs, rc.Multimodal))
+		if rc.Tokens.Len() > 0 {
+			leg.Set(keyTokens, rc.tokensExtension())
 		}
-		obj.Set(keyKVTransferParams, kvParams)
+		leg.Set(keyKVTransferParams, kvParams)
 		if ecParams != nil {
-			obj.Set(keyECTransferParams, ecParams)
+			leg.Set(keyECTransferParams, ecParams)
 		}
-		return obj.Bytes(), nil
+		return doc.Write(leg), nil
 	case FormatCompletions:
-		prompt, err := completionsPrompt(rc)
-		if err != nil {
-			return nil, err
-		}
-		b := prefillHead(rc, len(prompt)+len(kvParams)+len(ecParams))
-		b = append(b, `,"prompt":`...)
-		b = append(b, prompt...)
-		b = append(b, `,"kv_transfer_params":`...)
-		b = append(b, kvParams...)
-		b = appendCompletionsCap(b, ask, rc.Stream)
-		b = appendPrefillFeatures(b, rc.Multimodal)
+		var b jsonbody.Segments
+		prefillHead(&b, rc, doc)
+		b.WriteString(`,"prompt":`)
+		b.Ref(completionsPrompt(rc, doc))
+		b.WriteString(`,"kv_transfer_params":`)
+		b.Write(kvParams)
+		appendCompletionsCap(&b, ask, rc.Stream)
+		appendPrefillFeatures(&b, rc.Multimodal)
 		if ecParams != nil {
-			b = append(b, `,"ec_transfer_params":`...)
-			b = append(b, ecParams...)
+			b.WriteString(`,"ec_transfer_params":`)
+			b.Write(ecParams)
 		}
-		return append(b, '}'), nil
+		b.WriteString("}")
+		return b.Parts(), nil
 	default: // generate
-		b := prefillHead(rc, len(kvParams)+len(ecParams))
-		b = append(b, `,"token_ids":`...)
-		b = jsonbody.AppendUint32s(b, rc.TokenIDs)
-		b = appendPrefillFeatures(b, rc.Multimodal)
-		b = append(b, `,"sampling_params":{"max_tokens":1`...)
-		b = appendSamplingAsk(b, ask, rc.Stream)
-		b = append(b, `,"extra_args":{"kv_transfer_params":`...)
-		b = append(b, kvParams...)
+		var b jsonbody.Segments
+		prefillHead(&b, rc, doc)
+		b.WriteString(`,"token_ids":`)
+		b.Ref(rc.Tokens.JSON())
+		appendPrefillFeatures(&b, rc.Multimodal)
+		b.WriteString(`,"sampling_params":{"max_tokens":1`)
+		appendSamplingAsk(&b, ask, rc.Stream)
+		b.WriteString(`,"extra_args":{"kv_transfer_params":`)
+		b.Write(kvParams)
 		if ecParams != nil {
-			b = append(b, `,"ec_transfer_params":`...)
-			b = append(b, ecParams...)
+			b.WriteString(`,"ec_transfer_params":`)
+			b.Write(ecParams)
 		}
-		return append(b, `}},"stream":false}`...), nil
+		b.WriteString(`}},"stream":false}`)
+		return b.Parts(), nil
 	}
 }
 
 // prefillHead starts a fresh prefill body, `{"request_id":...,"model":...`,
-// in a buffer sized for the rest of it (extra counts the transfer params).
-func prefillHead(rc *RequestContext, extra int) []byte {
-	size := 160 + len(rc.RequestID) + len(rc.Model) + 11*len(rc.TokenIDs) + extra
-	for _, e := range rc.Multimodal {
-		size += 64 + len(e.Hash) + len(e.KwargsData)
+// and the client's cache_salt, so a salted request's prefix never lands in
+// the prefill pool's shared cache (the reference drops it there; a
+// tenant-isolation gap).
+func prefillHead(b *jsonbody.Segments, rc *RequestContext, doc *Document) {
+	head := make([]byte, 0, 64+len(rc.RequestID)+len(rc.Model))
+	head = append(head, `{"request_id":`...)
+	head = jsonbody.AppendString(head, rc.RequestID)
+	head = append(head, `,"model":`...)
+	head = jsonbody.AppendString(head, rc.Model)
+	b.Write(head)
+	if salt, ok := doc.Root().Get("cache_salt"); ok && !jsonbody.IsNull(salt) {
+		b.WriteString(`,"cache_salt":`)
+		b.Ref(salt)
 	}
-	b := make([]byte, 0, size)
-	b = append(b, `{"request_id":`...)
-	b = jsonbody.AppendString(b, rc.RequestID)
-	b = append(b, `,"model":`...)
-	b = jsonbody.AppendString(b, rc.Model)
-	return appendCacheSalt(b, rc.Body)
 }
 
-// appendCacheSalt carries the client's cache_salt onto a fresh prefill
-// body, so a salted request's prefix never lands in the prefill pool's
-// shared cache (the reference drops it there; a tenant-isolation gap).
-func appendCacheSalt(b, clientBody []byte) []byte {
-	obj, err := jsonbody.ParseObject(clientBody)
-	if err != nil {
-		return b
-	}
-	if salt, ok := obj.Get("cache_salt"); ok && !jsonbody.IsNull(salt) {
-		b = append(b, `,"cache_salt":`...)
-		b = append(b, salt...)
-	}
-	return b
-}
-
-// appendPrefillFeatures adds ,"features":{...} with tensors when there are
-// images.
-func appendPrefillFeatures(b []byte, images []MultimodalEntry) []byte {
+// appendPrefillFeatures adds ,"features":{...} with tensors (kept by
+// reference) when there are images.
+func appendPrefillFeatures(b *jsonbody.Segments, images []MultimodalEntry) {
 	if len(images) == 0 {
-		return b
+		return
 	}
-	b = append(b, `,"features":`...)
-	return appendFeatures(b, images, true)
+	b.WriteString(`,"features":`)
+	appendFeatureSegments(b, images)
 }
 
 // completionsPrompt is the prompt of a completions prefill leg: the token
 // IDs when there are some, else the client's prompt value as sent (null
 // when it has none).
-func completionsPrompt(rc *RequestContext) ([]byte, error) {
-	if len(rc.TokenIDs) > 0 {
-		return jsonbody.AppendUint32s(nil, rc.TokenIDs), nil
+func completionsPrompt(rc *RequestContext, doc *Document) []byte {
+	if rc.Tokens.Len() > 0 {
+		return rc.Tokens.JSON()
 	}
-	obj, err := jsonbody.ParseObject(rc.Body)
-	if err != nil {
-		return nil, Invalidf("body: %v", err)
+	if raw, ok := doc.Root().Get(keyPrompt); ok {
+		return raw
 	}
-	if raw, ok := obj.Get(keyPrompt); ok {
-		return raw, nil
-	}
-	return []byte("null"), nil
+	return []byte("null")
 }
 
 var _ Step = (*Prefill)(nil)

@@ -150,7 +150,7 @@ func TestFlowTextOnlySkipsEncode(t *testing.T) {
 	gw := workers(t)
 	rc := mmChatContext()
 	rc.Body = []byte(`{"model":"llava","messages":[{"role":"user","content":"Hi"}]}`)
-	rc.TokenIDs, rc.Multimodal = []uint32{1, 15043}, nil
+	rc.Tokens, rc.Multimodal = steps.NewTokens([]uint32{1, 15043}), nil
 	p := phasePipeline(t, gw.URL, steps.Defaults{ECConnector: "ec-nixl", UseOpenAIFormat: true})
 	require.NoError(t, p.Run(context.Background(), rc))
 	assert.Equal(t, []string{"prefill " + steps.PathChat, "decode " + steps.PathChat}, legTrail(gw))
@@ -218,7 +218,7 @@ func TestFlowRenderToEncodeFeatures(t *testing.T) {
 	}, steps.Defaults{ECConnector: "ec-nixl", UseOpenAIFormat: false})
 	require.NoError(t, err)
 	rc := mmChatContext()
-	rc.TokenIDs, rc.Multimodal = nil, nil
+	rc.Tokens, rc.Multimodal = steps.NewTokens(nil), nil
 	require.NoError(t, p.Run(context.Background(), rc))
 	require.Len(t, render.Legs(), 1)
 

@@ -45,11 +45,12 @@ func TestPrefillGolden(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
 					leg := runPrefill(t, map[string]any{"use_openai_format": tt.useOpenAI, "kv_connector": kvName, "ec_connector": ecName}, tt.rc())
-					body := leg.Body
+					body, wire := leg.Body, leg.Body
 					if kvName == "kv-sglang" {
-						body = withoutSGLangRoom(t, body)
+						body, wire = withoutSGLangRoom(t, body), pinnedSGLangRoom(t, wire)
 					}
 					goldenJSON(t, name, body)
+					goldenWire(t, name, wire)
 				})
 			}
 		}

@@ -76,7 +76,7 @@ func completionsContext(prompt string, ids []uint32) *steps.RequestContext {
 		Body:      []byte(`{"model":"llama","prompt":` + prompt + `,"max_tokens":64,"min_tokens":4,"stream":true,"temperature":0.2}`),
 		Model:     "llama",
 		Stream:    true,
-		TokenIDs:  ids,
+		Tokens:    steps.NewTokens(ids),
 		Sink:      &steptest.Sink{},
 	}
 }
@@ -187,7 +187,7 @@ func TestPrefillChatEditsOnlyOwnedKeys(t *testing.T) {
 	rc := mmChatContext()
 	rc.Body = []byte(`{"model":"m","messages":[ {"role":"user","content":"caf\u00e9"} ],"stream":true,"temperature":1.0E0,` +
 		`"kv_transfer_params":{"client":true},"min_tokens":3,"stream_options":{"include_usage":true},"max_completion_tokens":64}`)
-	rc.TokenIDs = []uint32{1, 2, 3}
+	rc.Tokens = steps.NewTokens([]uint32{1, 2, 3})
 	rc.Multimodal = nil
 	leg := runPrefill(t, map[string]any{"use_openai_format": true, "kv_connector": "kv-shared-storage", "ec_connector": "ec-nixl"}, rc)
 	assert.Equal(t, `{"model":"m","messages":[ {"role":"user","content":"caf\u00e9"} ],"stream":false,"temperature":1.0E0,`+
@@ -256,7 +256,7 @@ func TestPrefillChatCapping(t *testing.T) {
 func TestPrefillChatWithoutTokens(t *testing.T) {
 	t.Parallel()
 	rc := mmChatContext()
-	rc.TokenIDs, rc.Multimodal = nil, nil
+	rc.Tokens, rc.Multimodal = steps.NewTokens(nil), nil
 	leg := runPrefill(t, map[string]any{"use_openai_format": true}, rc)
 	assert.False(t, hasKey(decoded(t, leg.Body), "tokens"))
 }
@@ -408,7 +408,7 @@ func TestPrefillRunsForTextOnly(t *testing.T) {
 	t.Parallel()
 	rc := mmChatContext()
 	rc.Body = []byte(`{"model":"llava","messages":[{"role":"user","content":"Hi"}]}`)
-	rc.TokenIDs, rc.Multimodal = []uint32{1, 2}, nil
+	rc.Tokens, rc.Multimodal = steps.NewTokens([]uint32{1, 2}), nil
 	leg := runPrefill(t, map[string]any{"use_openai_format": false}, rc)
 	assert.Equal(t, `{"request_id":"req-abc-123","model":"llava","token_ids":[1,2],"sampling_params":{"max_tokens":1,`+
 		`"extra_args":{"kv_transfer_params":{"do_remote_decode":true,"do_remote_prefill":false}}},"stream":false}`, string(leg.Body))
@@ -458,7 +458,7 @@ func TestPrefillCarriesTheClientsCacheSalt(t *testing.T) {
 		})
 		step, err := steps.NewPrefillPlugin(phaseClient(t, gw.URL), phaseKVSet(t), phaseECSet(t)).New(nil)
 		require.NoError(t, err)
-		rc := &steps.RequestContext{RequestID: "r", Format: tt.format, Model: "m", Body: []byte(tt.body), TokenIDs: []uint32{1, 2}}
+		rc := &steps.RequestContext{RequestID: "r", Format: tt.format, Model: "m", Body: []byte(tt.body), Tokens: steps.NewTokens([]uint32{1, 2})}
 		require.NoError(t, step.Execute(context.Background(), rc))
 		legs := gw.Legs()
 		require.Len(t, legs, 1)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"sync"
@@ -24,7 +25,7 @@ func relay(resp *http.Response, sink Sink) error {
 	if media, _, _ := mime.ParseMediaType(ct); media == "text/event-stream" {
 		return relayEvents(resp.Body, sink)
 	}
-	body, err := io.ReadAll(resp.Body)
+	body, err := readBody(resp, math.MaxInt64-1)
 	if err != nil {
 		return fmt.Errorf("read answer: %w", err)
 	}
@@ -37,8 +38,13 @@ type eventReader struct {
 	b  batch
 }
 
+// eventReadSize is the relay's read buffer: an open stream holds it while
+// it waits for the worker's next event, so it is small; a line longer than
+// it is joined from several reads (readLine).
+const eventReadSize = 4 << 10
+
 // eventReaders recycles the relay's buffers across requests.
-var eventReaders = sync.Pool{New: func() any { return &eventReader{br: bufio.NewReaderSize(nil, 32<<10)} }}
+var eventReaders = sync.Pool{New: func() any { return &eventReader{br: bufio.NewReaderSize(nil, eventReadSize)} }}
 
 // relayEvents reads a text/event-stream and hands the events' data to the
 // sink in batches: a batch goes out as soon as no further complete line is

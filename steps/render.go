@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"math"
 	"net/url"
 	"time"
 
@@ -27,7 +25,7 @@ const RenderType = "render"
 const maxRenderAnswer = 256 << 20
 
 // Render turns the prompt into token IDs and multimodal entries
-// (RequestContext.TokenIDs and Multimodal), by the client's API:
+// (RequestContext.Tokens and Multimodal), by the client's API:
 //
 //   - chat: POST <address>/v1/chat/completions/render with the body as it
 //     stands; the answer gives the token IDs and each image's mm_hash,
@@ -195,23 +193,27 @@ func (r *Render) Execute(ctx context.Context, rc *RequestContext) error {
 
 // chat renders a chat body and enriches (or seeds) the multimodal entries.
 func (r *Render) chat(ctx context.Context, rc *RequestContext) error {
-	answer, err := r.post(ctx, rc, PathChat)
+	doc, err := rc.Document()
 	if err != nil {
 		return err
 	}
-	obj, err := jsonbody.ParseObject(answer)
+	answer, err := r.post(ctx, rc, PathChat, doc.Write(doc.Root()))
+	if err != nil {
+		return err
+	}
+	obj, err := jsonbody.ParseIndexed(answer, renderAnswerIndex)
 	if err != nil {
 		return fmt.Errorf("render: decode answer: %w", err)
 	}
-	ids, err := answerTokenIDs(obj)
+	tokens, err := answerTokens(obj)
 	if err != nil {
 		return err
 	}
-	if err := r.checkTokens(len(ids)); err != nil {
+	if err := r.checkTokens(tokens.Len()); err != nil {
 		return err
 	}
 	rawFeatures, _ := obj.Get("features")
-	rendered, err := parseImageFeatures(rawFeatures)
+	rendered, err := imageFeatures(rawFeatures, obj.Object("features"))
 	if err != nil {
 		return fmt.Errorf("render: decode answer: %w", err)
 	}
@@ -225,9 +227,15 @@ func (r *Render) chat(ctx context.Context, rc *RequestContext) error {
 	if err := r.checkPlaceholders(entries); err != nil {
 		return err
 	}
-	rc.TokenIDs, rc.Multimodal = ids, entries
+	rc.Tokens, rc.Multimodal = tokens, entries
 	return nil
 }
+
+// renderAnswerIndex indexes a render answer: its token IDs and features.
+var renderAnswerIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
+	"token_ids": {Uint32s: true},
+	"features":  featuresIndex,
+}}
 
 // enrichEntries gives the seeded entries render's hash, tensor and
 // placeholder, in order. With nothing seeded (no replace-media-urls step),
@@ -252,142 +260,129 @@ func enrichEntries(seeded, rendered []MultimodalEntry) ([]MultimodalEntry, error
 // completions handles the completions prompt shapes: a string is rendered,
 // a token array is validated, anything else is the client's fault.
 func (r *Render) completions(ctx context.Context, rc *RequestContext) error {
-	obj, err := jsonbody.ParseObject(rc.Body)
+	doc, err := rc.Document()
 	if err != nil {
-		return Invalidf("body: %v", err)
+		return err
 	}
-	prompt, ok := obj.Get(keyPrompt)
+	prompt, ok := doc.Root().Get(keyPrompt)
 	if !ok {
 		return Invalidf("prompt must be a string or token array")
 	}
 	switch prompt[0] {
 	case '"':
-		return r.renderPrompt(ctx, rc, obj)
+		return r.renderPrompt(ctx, rc, doc)
 	case '[':
-		return r.tokenPrompt(rc, prompt)
+		return r.tokenPrompt(rc, doc.Root().Array(keyPrompt))
 	}
 	return Invalidf("prompt must be a string or token array")
 }
 
 // renderPrompt renders a string prompt and replaces it with its token IDs.
-func (r *Render) renderPrompt(ctx context.Context, rc *RequestContext, obj *jsonbody.Object) error {
-	answer, err := r.post(ctx, rc, PathCompletions)
+func (r *Render) renderPrompt(ctx context.Context, rc *RequestContext, doc *Document) error {
+	answer, err := r.post(ctx, rc, PathCompletions, doc.Write(doc.Root()))
 	if err != nil {
 		return err
 	}
-	elems, err := jsonbody.ParseArray(answer)
+	elems, err := jsonbody.ParseArrayIndexed(answer, &jsonbody.Index{Elements: renderAnswerIndex})
 	if err != nil {
 		return fmt.Errorf("render: decode answer: %w", err)
 	}
-	if len(elems) != 1 {
-		return fmt.Errorf("render: expected 1 answer element, got %d", len(elems))
+	if elems.Len() != 1 {
+		return fmt.Errorf("render: expected 1 answer element, got %d", elems.Len())
 	}
-	elem, err := jsonbody.ParseObject(elems[0])
-	if err != nil {
+	elem := elems.Object(0)
+	if elem == nil {
+		_, err := jsonbody.ParseObject(elems.Elem(0)) // the error it makes
 		return fmt.Errorf("render: decode answer: %w", err)
 	}
-	ids, err := answerTokenIDs(elem)
+	tokens, err := answerTokens(elem)
 	if err != nil {
 		return err
 	}
-	if err := r.checkTokens(len(ids)); err != nil {
+	if err := r.checkTokens(tokens.Len()); err != nil {
 		return err
 	}
-	obj.Set(keyPrompt, jsonbody.AppendUint32s(nil, ids))
-	rc.Body, rc.TokenIDs = obj.Bytes(), ids
+	doc.Root().Set(keyPrompt, tokens.JSON())
+	rc.Tokens = tokens
 	return nil
 }
 
-// tokenPrompt takes a token-array prompt as the token IDs, unchanged.
-func (r *Render) tokenPrompt(rc *RequestContext, prompt []byte) error {
-	// The common case in one pass; any fault is reported by the walk below,
-	// which checks the limit before the elements, as the reference does.
-	ids, uerr := jsonbody.Uint32s(prompt)
-	if uerr == nil {
-		if err := r.checkTokens(len(ids)); err != nil {
-			return err
-		}
-		rc.TokenIDs = ids
-		return nil
-	}
-	// Walked twice without keeping the elements (a 64 MB prompt would
-	// otherwise cost hundreds of MB of slice headers to refuse): first the
-	// count and the first element's kind, then the first bad token.
-	n, first := 0, byte(0)
-	err := jsonbody.EachElement(prompt, func(i int, e []byte) error {
-		if i == 0 {
-			first = e[0]
-		}
-		n++
-		return nil
-	})
-	if err != nil {
-		return Invalidf("prompt: %v", err) // unreachable: the body was validated
-	}
+// tokenPrompt takes a token-array prompt as the token IDs, unchanged: as
+// the client's bytes when they are written as the legs write token IDs.
+// The document's pass counted and checked the array, so the limit is
+// enforced and a bad token reported without decoding anything; the
+// reference checks the limit before the elements, and so does this.
+func (r *Render) tokenPrompt(rc *RequestContext, prompt *jsonbody.Array) error {
+	st, _ := prompt.Uint32Stats()
 	switch {
-	case n == 0:
-		rc.TokenIDs = []uint32{}
+	case st.Len == 0:
+		rc.Tokens = NewTokens([]uint32{})
 		return nil
-	case first == '"':
+	case st.First == '"':
 		return Invalidf("batched string prompts are not supported")
-	case first == '[':
+	case st.First == '[':
 		return Invalidf("batched token prompts are not supported")
-	case first != '-' && (first < '0' || first > '9'):
+	case st.First != '-' && (st.First < '0' || st.First > '9'):
 		return Invalidf("invalid prompt array element at index 0")
 	}
-	// The limit first: a runaway prompt is refused before it is walked.
-	if err := r.checkTokens(n); err != nil {
+	if err := r.checkTokens(st.Len); err != nil {
 		return err
 	}
-	if err := jsonbody.EachElement(prompt, func(i int, e []byte) error {
-		if v, ok := jsonbody.Int(e); !ok || v < 0 || v > math.MaxUint32 {
-			return Invalidf("prompt: invalid token at index %d", i)
-		}
-		return nil
-	}); err != nil {
-		return err
+	if st.Bad >= 0 {
+		return Invalidf("prompt: invalid token at index %d", st.Bad)
 	}
-	return Invalidf("prompt: %v", uerr) // unreachable: the walk finds what Uint32s did
+	tokens, err := tokensOf(prompt, st)
+	if err != nil {
+		return Invalidf("prompt: %v", err) // unreachable: the pass checked every token
+	}
+	rc.Tokens = tokens
+	return nil
 }
 
 // generate validates a tokens-in body and takes its token IDs and images.
 func (r *Render) generate(rc *RequestContext) error {
-	obj, err := jsonbody.ParseObject(rc.Body)
+	doc, err := rc.Document()
 	if err != nil {
-		return Invalidf("body: %v", err)
+		return err
 	}
+	obj := doc.Root()
 	raw, ok := obj.Get("token_ids")
 	if !ok || jsonbody.IsNull(raw) {
 		return Invalidf("token_ids is required")
 	}
-	if raw[0] != '[' {
+	ids := obj.Array("token_ids")
+	if raw[0] != '[' || ids == nil {
 		return Invalidf("token_ids must be an array")
 	}
-	ids, err := jsonbody.Uint32s(raw)
-	if err != nil {
-		return Invalidf("token_ids: %v", err)
+	st, _ := ids.Uint32Stats()
+	if st.Bad >= 0 {
+		return Invalidf("token_ids: index %d: not a non-negative 32-bit integer", st.Bad)
 	}
-	if len(ids) == 0 {
+	if st.Len == 0 {
 		return Invalidf("token_ids must not be empty")
 	}
-	if err := r.checkTokens(len(ids)); err != nil {
+	if err := r.checkTokens(st.Len); err != nil {
 		return err
 	}
 	if err := checkSamplingParams(obj); err != nil {
 		return err
 	}
 	rawFeatures, _ := obj.Get("features")
-	entries, err := parseImageFeatures(rawFeatures)
+	entries, err := imageFeatures(rawFeatures, obj.Object("features"))
 	if err != nil {
 		return Invalidf("%v", err)
 	}
-	if err := checkPlaceholderBounds(entries, len(ids)); err != nil {
+	if err := checkPlaceholderBounds(entries, st.Len); err != nil {
 		return Invalidf("%v", err)
 	}
 	if err := r.checkPlaceholders(entries); err != nil {
 		return err
 	}
-	rc.TokenIDs, rc.Multimodal = ids, entries
+	tokens, err := tokensOf(ids, st)
+	if err != nil {
+		return Invalidf("token_ids: %v", err)
+	}
+	rc.Tokens, rc.Multimodal = tokens, entries
 	return nil
 }
 
@@ -398,8 +393,8 @@ func checkSamplingParams(obj *jsonbody.Object) error {
 	if !ok || jsonbody.IsNull(raw) {
 		return nil
 	}
-	sampling, err := jsonbody.ParseObject(raw)
-	if err != nil {
+	sampling := obj.Object(keySamplingParams)
+	if sampling == nil {
 		return Invalidf("%s must be an object", keySamplingParams)
 	}
 	raw, ok = sampling.Get(keyExtraArgs)
@@ -409,22 +404,22 @@ func checkSamplingParams(obj *jsonbody.Object) error {
 	return nil
 }
 
-// post sends the body as it stands to <address><path>/render and returns
-// the whole answer.
-func (r *Render) post(ctx context.Context, rc *RequestContext, path string) ([]byte, error) {
+// post sends body, the document as it stands, to <address><path>/render
+// and returns the whole answer.
+func (r *Render) post(ctx context.Context, rc *RequestContext, path string, body [][]byte) ([]byte, error) {
 	resp, err := r.client.Post(ctx, upstream.Request{
 		Leg:       RenderType,
 		Path:      path + "/render",
 		RequestID: rc.RequestID,
 		Header:    rc.Header,
-		Body:      rc.Body,
+		Parts:     body,
 		Retry:     true,
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxRenderAnswer+1))
+	answer, err := readBody(resp, maxRenderAnswer)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("render: %w", context.Cause(ctx))
@@ -437,17 +432,23 @@ func (r *Render) post(ctx context.Context, rc *RequestContext, path string) ([]b
 	return answer, nil
 }
 
-// answerTokenIDs reads a render answer's token_ids.
-func answerTokenIDs(obj *jsonbody.Object) ([]uint32, error) {
+// answerTokens reads a render answer's token_ids (indexed with
+// renderAnswerIndex): as the answer's bytes when they are written as legs
+// write token IDs.
+func answerTokens(obj *jsonbody.Object) (Tokens, error) {
 	raw, ok := obj.Get("token_ids")
 	if !ok {
-		return nil, errors.New("render: decode answer: token_ids missing")
+		return Tokens{}, errors.New("render: decode answer: token_ids missing")
 	}
-	ids, err := jsonbody.Uint32s(raw)
-	if err != nil {
-		return nil, fmt.Errorf("render: decode answer: token_ids: %w", err)
+	if ids := obj.Array("token_ids"); ids != nil {
+		if st, _ := ids.Uint32Stats(); st.Bad < 0 {
+			if tokens, err := tokensOf(ids, st); err == nil {
+				return tokens, nil
+			}
+		}
 	}
-	return ids, nil
+	_, err := jsonbody.Uint32s(raw) // not token IDs: the error that says why
+	return Tokens{}, fmt.Errorf("render: decode answer: token_ids: %w", err)
 }
 
 // checkTokens enforces max_total_tokens.

@@ -84,7 +84,7 @@ func FuzzRenderAnswer(f *testing.F) {
 			return
 		}
 		require.NoError(t, err)
-		assert.Equal(t, want.ids, rc.TokenIDs)
+		assert.Equal(t, want.ids, rc.Tokens.IDs())
 		require.Len(t, rc.Multimodal, len(want.images))
 		for i, img := range want.images {
 			e := rc.Multimodal[i]
@@ -96,7 +96,7 @@ func FuzzRenderAnswer(f *testing.F) {
 		}
 		if !chat {
 			var body map[string]json.RawMessage
-			require.NoError(t, json.Unmarshal(rc.Body, &body))
+			require.NoError(t, json.Unmarshal(editedBody(rc), &body))
 			var prompt []uint32
 			require.NoError(t, json.Unmarshal(body["prompt"], &prompt))
 			assert.Equal(t, want.ids, prompt, "the prompt is replaced by the token IDs")
@@ -161,7 +161,7 @@ func refRender(answer []byte, chat bool) (rendered, error) {
 }
 
 // refFeatures reads the image entries of a features value (see
-// parseImageFeatures' contract).
+// imageFeatures' contract).
 func refFeatures(v any) ([]renderedImage, error) {
 	if v == nil {
 		return nil, nil

@@ -73,9 +73,9 @@ func TestRenderAgainstTheSimulator(t *testing.T) {
 		var answer renderedIDs
 		require.NoError(t, json.Unmarshal(srv.lastAnswer(), &answer))
 		require.NotEmpty(t, answer.TokenIDs)
-		assert.Equal(t, answer.TokenIDs, rc.TokenIDs)
+		assert.Equal(t, answer.TokenIDs, rc.Tokens.IDs())
 		assert.Empty(t, rc.Multimodal)
-		assert.Equal(t, body, string(rc.Body))
+		assert.Equal(t, body, string(editedBody(rc)))
 	})
 	t.Run("completions string prompt", func(t *testing.T) {
 		t.Parallel()
@@ -88,12 +88,12 @@ func TestRenderAgainstTheSimulator(t *testing.T) {
 		require.NoError(t, json.Unmarshal(srv.lastAnswer(), &answer))
 		require.Len(t, answer, 1)
 		require.NotEmpty(t, answer[0].TokenIDs)
-		assert.Equal(t, answer[0].TokenIDs, rc.TokenIDs)
+		assert.Equal(t, answer[0].TokenIDs, rc.Tokens.IDs())
 		var edited struct {
 			Prompt    []uint32 `json:"prompt"`
 			MaxTokens int      `json:"max_tokens"`
 		}
-		require.NoError(t, json.Unmarshal(rc.Body, &edited))
+		require.NoError(t, json.Unmarshal(editedBody(rc), &edited))
 		assert.Equal(t, answer[0].TokenIDs, edited.Prompt)
 		assert.Equal(t, 8, edited.MaxTokens)
 	})
@@ -108,13 +108,13 @@ func TestRenderAgainstTheSimulator(t *testing.T) {
 
 		var answer renderedIDs
 		require.NoError(t, json.Unmarshal(srv.lastAnswer(), &answer))
-		assert.Equal(t, answer.TokenIDs, rc.TokenIDs)
+		assert.Equal(t, answer.TokenIDs, rc.Tokens.IDs())
 		require.Len(t, rc.Multimodal, 1)
 		e := rc.Multimodal[0]
 		assert.Equal(t, 0, e.Index)
 		assert.Equal(t, sim.ImageHash(url), e.Hash)
 		assert.JSONEq(t, `"`+sim.ImageKwargs(e.Hash)+`"`, string(e.KwargsData))
 		assert.Positive(t, e.Placeholder.Length)
-		assert.LessOrEqual(t, e.Placeholder.Offset+e.Placeholder.Length, len(rc.TokenIDs))
+		assert.LessOrEqual(t, e.Placeholder.Offset+e.Placeholder.Length, len(rc.Tokens.IDs()))
 	})
 }

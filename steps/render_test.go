@@ -51,14 +51,14 @@ func TestRenderChatParsesFullAnswer(t *testing.T) {
 	assert.Empty(t, leg.Header.Values("Epp-Profile"), "render is not a gateway leg")
 	assert.Empty(t, leg.Header.Values("Prefer"))
 
-	assert.Equal(t, []uint32{1, 32000, 32000, 32000, 32000, 32000, 32000, 2345, 6789}, rc.TokenIDs)
+	assert.Equal(t, []uint32{1, 32000, 32000, 32000, 32000, 32000, 32000, 2345, 6789}, rc.Tokens.IDs())
 	assert.Equal(t, []steps.MultimodalEntry{
 		{Index: 0, ContentType: "image/png", Base64Data: "AA", Hash: "vllm-hash-a", KwargsData: json.RawMessage(`"dGVuc29yLWE="`),
 			Placeholder: steps.Placeholder{Offset: 1, Length: 3}},
 		{Index: 1, ContentType: "image/png", Base64Data: "BB", Hash: "vllm-hash-b", KwargsData: json.RawMessage(`"dGVuc29yLWI="`),
 			Placeholder: steps.Placeholder{Offset: 4, Length: 3}},
 	}, rc.Multimodal)
-	assert.Equal(t, body, string(rc.Body), "the chat body is not edited")
+	assert.Equal(t, body, string(editedBody(rc)), "the chat body is not edited")
 }
 
 func TestRenderChatTextOnly(t *testing.T) {
@@ -78,7 +78,7 @@ func TestRenderChatTextOnly(t *testing.T) {
 			rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatChat, Body: []byte(`{"model":"test","messages":[{"role":"user","content":"hi"}]}`)}
 			require.NoError(t, newRender(t, srv.URL, nil).Execute(context.Background(), rc))
 			assert.Len(t, srv.Legs(), 1, "render runs even without images")
-			assert.Equal(t, []uint32{1, 2345, 6789}, rc.TokenIDs)
+			assert.Equal(t, []uint32{1, 2345, 6789}, rc.Tokens.IDs())
 			assert.Empty(t, rc.Multimodal)
 		})
 	}
@@ -123,7 +123,7 @@ func TestRenderChatImageCountMismatch(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.wantErr)
 			assert.NotErrorIs(t, err, steps.ErrInvalidRequest, "a mismatch is render's fault (502)")
 			assert.Equal(t, seeded, rc.Multimodal, "the entries are left as they were")
-			assert.Nil(t, rc.TokenIDs)
+			assert.Nil(t, rc.Tokens.IDs())
 		})
 	}
 }
@@ -185,7 +185,7 @@ func TestRenderLimits(t *testing.T) {
 			}
 			require.ErrorIs(t, err, steps.ErrInvalidRequest)
 			assert.Contains(t, err.Error(), tt.wantErr)
-			assert.Equal(t, body, string(rc.Body), "a rejected prompt is not rewritten")
+			assert.Equal(t, body, string(editedBody(rc)), "a rejected prompt is not rewritten")
 		})
 	}
 }
@@ -209,7 +209,7 @@ func TestRenderUpstreamStatus(t *testing.T) {
 				assert.Equal(t, "render", se.Leg)
 				assert.False(t, se.Relay, "render's body never reaches the client")
 				assert.NotErrorIs(t, err, steps.ErrInvalidRequest)
-				assert.Nil(t, rc.TokenIDs)
+				assert.Nil(t, rc.Tokens.IDs())
 			})
 		}
 	}
@@ -219,7 +219,7 @@ func TestRenderUpstreamStatus(t *testing.T) {
 			srv := renderServer(t, status, `{"token_ids":[7]}`)
 			rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatChat, Body: []byte(`{"messages":[]}`)}
 			require.NoError(t, newRender(t, srv.URL, nil).Execute(context.Background(), rc))
-			assert.Equal(t, []uint32{7}, rc.TokenIDs)
+			assert.Equal(t, []uint32{7}, rc.Tokens.IDs())
 		})
 	}
 }
@@ -267,8 +267,8 @@ func TestRenderMalformedAnswer(t *testing.T) {
 			assert.NotErrorIs(t, err, steps.ErrInvalidRequest)
 			var se *upstream.StatusError
 			assert.False(t, errors.As(err, &se))
-			assert.Nil(t, rc.TokenIDs)
-			assert.Equal(t, body, string(rc.Body))
+			assert.Nil(t, rc.Tokens.IDs())
+			assert.Equal(t, body, string(editedBody(rc)))
 		})
 	}
 }
@@ -344,8 +344,8 @@ func TestRenderCompletionsStringPrompt(t *testing.T) {
 	assert.Equal(t, body, string(legs[0].Body))
 	assert.Equal(t, "req-2", legs[0].Header.Get("X-Request-Id"))
 	assert.Equal(t, "Bearer t", legs[0].Header.Get("Authorization"))
-	assert.Equal(t, []uint32{1, 2345, 6789}, rc.TokenIDs)
-	assert.Equal(t, `{"model":"test","prompt":[1,2345,6789],"max_tokens":5,"logit_bias":{"1" : 1.50}}`, string(rc.Body),
+	assert.Equal(t, []uint32{1, 2345, 6789}, rc.Tokens.IDs())
+	assert.Equal(t, `{"model":"test","prompt":[1,2345,6789],"max_tokens":5,"logit_bias":{"1" : 1.50}}`, string(editedBody(rc)),
 		"only prompt changes; every other value keeps its bytes")
 }
 
@@ -389,15 +389,15 @@ func TestRenderCompletionsTokenPrompt(t *testing.T) {
 			rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatCompletions, Body: []byte(body)}
 			err := newRender(t, srv.URL, nil).Execute(context.Background(), rc)
 			assert.Empty(t, srv.Legs(), "only a string prompt is rendered")
-			assert.Equal(t, body, string(rc.Body), "the body is left untouched")
+			assert.Equal(t, body, string(editedBody(rc)), "the body is left untouched")
 			if tt.wantErr != "" {
 				require.ErrorIs(t, err, steps.ErrInvalidRequest)
 				assert.Contains(t, err.Error(), tt.wantErr)
-				assert.Nil(t, rc.TokenIDs)
+				assert.Nil(t, rc.Tokens.IDs())
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, tt.want, rc.TokenIDs)
+			assert.Equal(t, tt.want, rc.Tokens.IDs())
 		})
 	}
 }
@@ -474,16 +474,16 @@ func TestRenderGenerate(t *testing.T) {
 			rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatGenerate, Body: []byte(tt.body)}
 			err := newRender(t, srv.URL, nil).Execute(context.Background(), rc)
 			assert.Empty(t, srv.Legs(), "generate never calls render")
-			assert.Equal(t, tt.body, string(rc.Body), "the body is left untouched")
+			assert.Equal(t, tt.body, string(editedBody(rc)), "the body is left untouched")
 			if tt.wantErr != "" {
 				require.ErrorIs(t, err, steps.ErrInvalidRequest)
 				assert.Contains(t, err.Error(), tt.wantErr)
-				assert.Nil(t, rc.TokenIDs)
+				assert.Nil(t, rc.Tokens.IDs())
 				assert.Nil(t, rc.Multimodal)
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, tt.wantIDs, rc.TokenIDs)
+			assert.Equal(t, tt.wantIDs, rc.Tokens.IDs())
 			assert.Equal(t, tt.want, rc.Multimodal)
 		})
 	}
@@ -495,5 +495,5 @@ func TestRenderSkipsOtherAPIs(t *testing.T) {
 	rc := &steps.RequestContext{RequestID: "r", Body: []byte(`{"input":"x"}`)}
 	require.NoError(t, newRender(t, srv.URL, nil).Execute(context.Background(), rc))
 	assert.Empty(t, srv.Legs())
-	assert.Nil(t, rc.TokenIDs)
+	assert.Nil(t, rc.Tokens.IDs())
 }

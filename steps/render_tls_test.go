@@ -97,7 +97,7 @@ func TestRenderOverTLS(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.NotEmpty(t, rc.TokenIDs)
+			assert.NotEmpty(t, rc.Tokens.IDs())
 			mu.Lock()
 			defer mu.Unlock()
 			assert.Equal(t, []string{"HTTP/2.0 coordinator"}, protos, "h2 by ALPN, with the client certificate")

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
-	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/steps/media"
 )
@@ -33,7 +33,7 @@ const DefaultMaxMultimodalEntries = 64
 const maxDownloadSizeMB = (math.MaxInt64 - 1) / (1 << 20)
 
 // ReplaceMediaURLs inlines a chat request's images. It finds the image_url
-// parts of body.messages (the parts every step sees: see editImageParts),
+// parts of body.messages (the parts every step sees: see imageLocs),
 // checks those already inlined as data: URIs, downloads the others through
 // an SSRF-safe media.Downloader and rewrites each downloaded part's
 // image_url.url to a base64 data: URI, leaving the part's other fields
@@ -132,13 +132,13 @@ func NewReplaceMediaURLsPluginWith(opts ...media.Option) Plugin {
 // ends first, Execute returns ctx.Err() (even if a data URI is malformed:
 // nothing is checked for a request already gone).
 func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) error {
-	obj, err := jsonbody.ParseObject(rc.Body)
+	doc, err := rc.Document()
 	if err != nil {
-		return Invalidf("body: %v", err)
+		return err
 	}
 	var urls []string
 	var where []imageAt // where each image is, for errors
-	_ = forEachImagePart(obj, func(_ int, p *imagePart) error {
+	_ = doc.forEachImage(doc.Root(), func(_ int, p imagePart) error {
 		urls = append(urls, p.URL)
 		where = append(where, imageAt{p.Message, p.Content})
 		return nil
@@ -179,23 +179,13 @@ func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) erro
 	if err != nil {
 		return err
 	}
-	rewritten := make(map[int][]byte, len(downloads))
 	for n, k := range downloads {
-		b64 := base64.StdEncoding.EncodeToString(images[n].Data)
+		raw, b64 := dataURIJSON(images[n].MediaType, images[n].Data)
 		images[n].Data = nil
 		entries[k].ContentType, entries[k].Base64Data = images[n].MediaType, b64
-		rewritten[k] = dataURIJSON(images[n].MediaType, b64)
+		_, imageURL := doc.editImage(doc.Root(), k)
+		imageURL.Set("url", raw)
 	}
-	if err := editImageParts(obj, func(k int, p *imagePart) (bool, error) {
-		raw, ok := rewritten[k]
-		if ok {
-			p.ImageURL.Set("url", raw)
-		}
-		return ok, nil
-	}); err != nil {
-		return err
-	}
-	rc.Body = obj.Bytes()
 	rc.Multimodal = entries
 	return nil
 }
@@ -270,17 +260,25 @@ func (a imageAt) String() string {
 	return fmt.Sprintf(" (in messages[%d].content[%d].image_url.url)", a.message, a.content)
 }
 
-// dataURIJSON is the JSON string "data:<mediaType>;base64,<b64>". Neither
-// part needs escaping: the media type is one of media.ImageType's, and
-// base64 is plain ASCII.
-func dataURIJSON(mediaType, b64 string) []byte {
+// dataURIJSON is the JSON string "data:<mediaType>;base64,<base64 of
+// data>", the base64 encoded straight into it, and that base64 as a string
+// sharing its bytes (the string is never modified once built). Neither part
+// needs escaping: the media type is one of media.ImageType's, and base64 is
+// plain ASCII.
+func dataURIJSON(mediaType string, data []byte) (raw []byte, b64 string) {
 	const prefix, sep = `"data:`, `;base64,`
-	raw := make([]byte, 0, len(prefix)+len(mediaType)+len(sep)+len(b64)+1)
-	raw = append(raw, prefix...)
-	raw = append(raw, mediaType...)
-	raw = append(raw, sep...)
-	raw = append(raw, b64...)
-	return append(raw, '"')
+	at := len(prefix) + len(mediaType) + len(sep)
+	n := base64.StdEncoding.EncodedLen(len(data))
+	raw = make([]byte, at+n+1)
+	copy(raw, prefix)
+	copy(raw[len(prefix):], mediaType)
+	copy(raw[len(prefix)+len(mediaType):], sep)
+	base64.StdEncoding.Encode(raw[at:], data)
+	raw[at+n] = '"'
+	if n == 0 {
+		return raw, ""
+	}
+	return raw, unsafe.String(&raw[at], n)
 }
 
 var _ Step = (*ReplaceMediaURLs)(nil)

@@ -30,15 +30,16 @@ func TestReplaceMediaURLsDownloadsAndInlines(t *testing.T) {
 	require.NoError(t, execMedia(newReplaceMedia(t, nil), rc))
 
 	want := mediaDataURI("image/png", mediaPNG)
-	assert.Equal(t, []string{want}, mediaImageURLs(t, rc.Body))
+	assert.Equal(t, []string{want}, mediaImageURLs(t, editedBody(rc)))
 	assert.Equal(t, []steps.MultimodalEntry{{Index: 0, ContentType: "image/png", Base64Data: base64.StdEncoding.EncodeToString(mediaPNG)}}, rc.Multimodal)
-	part := at(decoded(t, rc.Body), "messages").([]any)[1].(map[string]any)["content"].([]any)[1].(map[string]any)
+	part := at(decoded(t, editedBody(rc)), "messages").([]any)[1].(map[string]any)["content"].([]any)[1].(map[string]any)
 	assert.Equal(t, "high", at(part, "image_url", "detail"), "other image_url fields kept")
 	assert.Equal(t, "u1", part["uuid"])
 	// Only the edited message is re-serialised: the system message keeps its bytes.
-	assert.True(t, strings.HasPrefix(string(rc.Body), `{"model":"m","top_k":5,"messages":[{"role":"system" , "content":"be brief"},`), string(rc.Body))
-	assert.True(t, strings.HasSuffix(string(rc.Body), `"chat_template_kwargs":{"x":1}}`))
-	goldenJSON(t, "replace-media-urls/downloaded_body", rc.Body)
+	assert.True(t, strings.HasPrefix(string(editedBody(rc)), `{"model":"m","top_k":5,"messages":[{"role":"system" , "content":"be brief"},`), string(editedBody(rc)))
+	assert.True(t, strings.HasSuffix(string(editedBody(rc)), `"chat_template_kwargs":{"x":1}}`))
+	goldenJSON(t, "replace-media-urls/downloaded_body", editedBody(rc))
+	goldenWire(t, "replace-media-urls/downloaded_body", editedBody(rc))
 	assert.Equal(t, int32(1), o.hits.Load())
 }
 
@@ -70,7 +71,7 @@ func TestReplaceMediaURLsNoImagesIsANoOp(t *testing.T) {
 			t.Parallel()
 			rc := mediaContext([]byte(tt.body))
 			require.NoError(t, execMedia(step, rc))
-			assert.Equal(t, tt.body, string(rc.Body), "body untouched")
+			assert.Equal(t, tt.body, string(editedBody(rc)), "body untouched")
 			assert.Empty(t, rc.Multimodal)
 		})
 	}
@@ -91,7 +92,7 @@ func TestReplaceMediaURLsDataURIInput(t *testing.T) {
 	body := mediaChatBody(mediaImagePart(uri))
 	rc := mediaContext(body)
 	require.NoError(t, execMedia(newReplaceMedia(t, nil), rc))
-	assert.Equal(t, string(body), string(rc.Body), "data URIs are left as they are")
+	assert.Equal(t, string(body), string(editedBody(rc)), "data URIs are left as they are")
 	assert.Equal(t, []steps.MultimodalEntry{{Index: 0, ContentType: "image/jpeg", Base64Data: "/9j/4AAQSkZJRg=="}}, rc.Multimodal)
 }
 
@@ -145,7 +146,7 @@ func TestReplaceMediaURLsKeepsDocumentOrder(t *testing.T) {
 			for _, e := range tt.want {
 				wantURLs = append(wantURLs, "data:"+e.ContentType+";base64,"+e.Base64Data)
 			}
-			assert.Equal(t, wantURLs, mediaImageURLs(t, rc.Body))
+			assert.Equal(t, wantURLs, mediaImageURLs(t, editedBody(rc)))
 			<-firstDone
 		})
 	}
@@ -161,7 +162,7 @@ func TestReplaceMediaURLsDataFirstThenHTTP(t *testing.T) {
 		assert.Equal(t, i, rc.Multimodal[i].Index)
 		assert.Equal(t, ct, rc.Multimodal[i].ContentType)
 	}
-	assert.Equal(t, []string{"data:image/png;base64,iVBO", mediaDataURI("image/gif", mediaGIF), "data:image/jpeg;base64,/9j/"}, mediaImageURLs(t, rc.Body))
+	assert.Equal(t, []string{"data:image/png;base64,iVBO", mediaDataURI("image/gif", mediaGIF), "data:image/jpeg;base64,/9j/"}, mediaImageURLs(t, editedBody(rc)))
 }
 
 func TestReplaceMediaURLsReplacesPreviousEntries(t *testing.T) {
@@ -179,7 +180,7 @@ func TestReplaceMediaURLsMultipleImages(t *testing.T) {
 	require.NoError(t, execMedia(newReplaceMedia(t, nil), rc))
 	require.Len(t, rc.Multimodal, 3)
 	assert.Equal(t, int32(3), o.hits.Load())
-	for _, u := range mediaImageURLs(t, rc.Body) {
+	for _, u := range mediaImageURLs(t, editedBody(rc)) {
 		assert.Equal(t, mediaDataURI("image/png", mediaPNG), u)
 	}
 }
@@ -263,7 +264,7 @@ func TestReplaceMediaURLsErrors(t *testing.T) {
 			assert.Equal(t, tt.invalid, errorsIs(err, steps.ErrInvalidRequest), "client fault: %v", err)
 			assert.False(t, errorsIs(err, context.DeadlineExceeded) || errorsIs(err, context.Canceled), "a download's failure is not the request's timeout or cancellation")
 			assert.NotContains(t, err.Error(), "secret")
-			assert.Equal(t, string(body), string(rc.Body), "body untouched on failure")
+			assert.Equal(t, string(body), string(editedBody(rc)), "body untouched on failure")
 			assert.Empty(t, rc.Multimodal)
 		})
 	}

@@ -17,52 +17,120 @@ const (
 )
 
 // appendTokens writes the chat "tokens" extension object:
-// {"token_ids":[...],"features":{"mm_hashes":...,"mm_placeholders":...}}.
-// features is present only when there are images.
-func appendTokens(dst []byte, ids []uint32, images []MultimodalEntry) []byte {
+// {"token_ids":[...],"features":{"mm_hashes":...,"mm_placeholders":...}},
+// with ids the token IDs' JSON. features is present only when there are
+// images.
+func appendTokens(dst, ids []byte, images []MultimodalEntry) []byte {
 	dst = append(dst, `{"token_ids":`...)
-	dst = jsonbody.AppendUint32s(dst, ids)
+	dst = append(dst, ids...)
 	if len(images) > 0 {
 		dst = append(dst, `,"features":`...)
-		dst = appendFeatures(dst, images, false)
+		dst = AppendFeatures(dst, images, false)
 	}
 	return append(dst, '}')
 }
 
-// appendFeatures writes a features object for images: mm_hashes and
+// tokensExtension is a request's chat "tokens" extension, written once for
+// every leg that carries it, and what it was written from.
+type tokensExtension struct {
+	json   []byte
+	ids    []byte
+	images []MultimodalEntry
+}
+
+// tokensExtension returns rc's chat "tokens" extension (appendTokens of
+// its Tokens and Multimodal): written on first use, and again only when a
+// step has since replaced rc.Tokens or rc.Multimodal.
+func (rc *RequestContext) tokensExtension() []byte {
+	ids := rc.Tokens.JSON()
+	c := &rc.tokensExt
+	if c.json != nil && sameMemory(c.ids, ids) && sameEntries(c.images, rc.Multimodal) {
+		return c.json
+	}
+	size := len(ids) + 96 // the members' names and braces, the features' too
+	for _, e := range rc.Multimodal {
+		size += 64 + len(e.Hash) // a hash and a placeholder
+	}
+	c.json = appendTokens(make([]byte, 0, size), ids, rc.Multimodal)
+	c.ids, c.images = ids, rc.Multimodal
+	return c.json
+}
+
+// sameMemory reports whether a and b are the same bytes in memory.
+func sameMemory(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// sameEntries reports whether a and b are the same slice.
+func sameEntries(a, b []MultimodalEntry) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// AppendFeatures writes a features object for images: mm_hashes and
 // mm_placeholders, and kwargs_data when withKwargs (an empty tensor is
-// written as null, the worker's "from the encoder cache" sentinel).
-func appendFeatures(dst []byte, images []MultimodalEntry, withKwargs bool) []byte {
-	dst = append(dst, `{"mm_hashes":{"image":[`...)
+// written as null, the worker's "from the encoder cache" sentinel). It is
+// the one writer of features: of every leg, and of the body the service
+// builds for a gRPC tokens request.
+func AppendFeatures(dst []byte, images []MultimodalEntry, withKwargs bool) []byte {
+	w := &flatWriter{b: dst}
+	writeFeatures(w, images, withKwargs)
+	return w.b
+}
+
+// appendFeatureSegments is AppendFeatures with tensors, each kept by
+// reference when long.
+func appendFeatureSegments(s *jsonbody.Segments, images []MultimodalEntry) {
+	writeFeatures(s, images, true)
+}
+
+// bodyWriter is what writeFeatures writes to: a flat buffer or
+// jsonbody.Segments.
+type bodyWriter interface {
+	Write(p []byte)
+	WriteString(p string)
+	Ref(p []byte)
+}
+
+// flatWriter is a bodyWriter into one slice.
+type flatWriter struct{ b []byte }
+
+func (w *flatWriter) Write(p []byte)       { w.b = append(w.b, p...) }
+func (w *flatWriter) WriteString(p string) { w.b = append(w.b, p...) }
+func (w *flatWriter) Ref(p []byte)         { w.b = append(w.b, p...) }
+
+func writeFeatures(w bodyWriter, images []MultimodalEntry, withKwargs bool) {
+	small := make([]byte, 0, 64+80*len(images))
+	small = append(small, `{"mm_hashes":{"image":[`...)
 	for i, e := range images {
 		if i > 0 {
-			dst = append(dst, ',')
+			small = append(small, ',')
 		}
-		dst = jsonbody.AppendString(dst, e.Hash)
+		small = jsonbody.AppendString(small, e.Hash)
 	}
-	dst = append(dst, `]},"mm_placeholders":{"image":[`...)
+	small = append(small, `]},"mm_placeholders":{"image":[`...)
 	for i, e := range images {
 		if i > 0 {
-			dst = append(dst, ',')
+			small = append(small, ',')
 		}
-		dst = appendPlaceholder(dst, e.Placeholder)
+		small = appendPlaceholder(small, e.Placeholder)
 	}
-	dst = append(dst, "]}"...)
+	small = append(small, "]}"...)
+	w.Write(small)
 	if withKwargs {
-		dst = append(dst, `,"kwargs_data":{"image":[`...)
+		w.WriteString(`,"kwargs_data":{"image":[`)
 		for i, e := range images {
 			if i > 0 {
-				dst = append(dst, ',')
+				w.WriteString(",")
 			}
 			if len(e.KwargsData) == 0 {
-				dst = append(dst, "null"...)
+				w.WriteString("null")
 			} else {
-				dst = append(dst, e.KwargsData...)
+				w.Ref(e.KwargsData)
 			}
 		}
-		dst = append(dst, "]}"...)
+		w.WriteString("]}")
 	}
-	return append(dst, '}')
+	w.WriteString("}")
 }
 
 func appendPlaceholder(dst []byte, p Placeholder) []byte {
@@ -75,20 +143,35 @@ func appendPlaceholder(dst []byte, p Placeholder) []byte {
 
 // setNested sets obj[outer][inner][key] = value, creating the two objects
 // when they are missing or null and keeping every other field. A present
-// outer or inner value that is not an object is a client error.
+// outer or inner value that is not an object is a client error. obj is a
+// leg's (or a parsed) object: indexed children are edited through copies.
 func setNested(obj *jsonbody.Object, outer, inner, key string, value []byte) error {
-	outerObj, err := childObject(obj, outer)
+	outerObj, err := editChild(obj, outer)
 	if err != nil {
 		return err
 	}
-	innerObj, err := childObject(outerObj, inner)
+	innerObj, err := editChild(outerObj, inner)
 	if err != nil {
 		return Invalidf("%s.%s: %v", outer, inner, err)
 	}
 	innerObj.Set(key, value)
-	outerObj.Set(inner, innerObj.Bytes())
-	obj.Set(outer, outerObj.Bytes())
 	return nil
+}
+
+// editChild returns obj[key] as an object to edit, in place in obj: its
+// indexed copy when obj has one, else parsed from its text; a missing or
+// null value becomes an empty object. Another value is a client error.
+func editChild(obj *jsonbody.Object, key string) (*jsonbody.Object, error) {
+	if child := obj.EditObject(key); child != nil {
+		return child, nil
+	}
+	child, err := childObject(obj, key)
+	if err != nil {
+		return nil, err
+	}
+	child.Touch() // written member by member, as an edit would
+	obj.SetObject(key, child)
+	return child, nil
 }
 
 // childObject parses obj[key] as an object; missing or null gives an empty one.

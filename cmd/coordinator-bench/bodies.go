@@ -183,18 +183,25 @@ const imageBodyBytes = 1 << 20
 const dataURIPrefix = "data:image/png;base64,"
 
 // imageChatTemplate is a non-streaming chat with a short text part and one
-// inline PNG of noise pixels, the body about size bytes. Both the text and
-// the PNG (a tEXt chunk) carry the nonce, so every request has its own
-// prompt text and its own image (another mm_hash).
-func imageChatTemplate(size int) (*template, error) {
+// inline PNG of noise pixels, the body about size bytes (see imageChat).
+func imageChatTemplate(size int) (*template, error) { return imageChat(size, nil) }
+
+// imageChat is a non-streaming chat with a text part and one inline PNG of
+// noise pixels. The text is a short request carrying the nonce, then text;
+// the body is about size bytes plus len(text). Both the text and the PNG
+// (a tEXt chunk) carry the nonce, so every request has its own prompt text
+// and its own image (another mm_hash).
+func imageChat(size int, text []byte) (*template, error) {
 	head := []byte(`{"model":"sim-model","messages":[{"role":"user","content":[` +
-		`{"type":"text","text":"Request ` + nonceMarker + `. Describe this image in one sentence."},` +
-		`{"type":"image_url","image_url":{"url":"` + dataURIPrefix)
+		`{"type":"text","text":"Request ` + nonceMarker + `. Describe this image in one sentence.`)
+	head = append(head, text...) // plain ASCII words: no JSON escaping needed
+	head = append(head, `"},{"type":"image_url","image_url":{"url":"`+dataURIPrefix...)
+	base := len(head) - len(text) // what size counts of the head
 	tail := fmt.Appendf(nil, `"}}]}],"max_tokens":%d,"stream":false}`, chatTokens)
 	// base64 makes 4 characters of 3 bytes; the PNG adds its chunks to the
 	// pixel rows (one filter byte and 3 bytes per pixel each).
 	const width = 512
-	pngBytes := (size - len(head) - len(tail)) / 4 * 3
+	pngBytes := (size - base - len(tail)) / 4 * 3
 	height := max(1, (pngBytes-pngOverhead(pngBytes))/(1+3*width))
 	img, chunkAt, err := noisePNG(width, height)
 	if err != nil {
@@ -202,7 +209,7 @@ func imageChatTemplate(size int) (*template, error) {
 	}
 	b := append(head, base64.StdEncoding.EncodeToString(img)...)
 	b = append(b, tail...)
-	text, err := digitsPatch(b, nonceMarker)
+	nonce, err := digitsPatch(b, nonceMarker)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +217,26 @@ func imageChatTemplate(size int) (*template, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &template{body: b, patches: []patch{text, pic}}, nil
+	return &template{body: b, patches: []patch{nonce, pic}}, nil
+}
+
+// longTextBytes is about n bytes (at least n, at most a sentence more) of
+// the long text, the same on every call.
+func longTextBytes(n int) []byte {
+	text := longText(n/4 + 16)
+	for len(text) < n {
+		text = longText(2 * len(text))
+	}
+	if i := bytes.IndexByte(text[n:], '.'); i >= 0 {
+		return text[:n+i+1]
+	}
+	return text
+}
+
+// tokenPromptOfSize is tokenPromptTemplate with as many IDs as make a body
+// of about size bytes (6 bytes an ID, on average).
+func tokenPromptOfSize(size int) (*template, error) {
+	return tokenPromptTemplate(size / 6)
 }
 
 // PNG layout constants: the signature and IHDR chunk come first; the nonce

@@ -87,23 +87,30 @@ func TestCoordinatorConfig(t *testing.T) {
 
 func TestSplitAndSelectScenarios(t *testing.T) {
 	t.Parallel()
-	picked, err := selectScenarios("cascade-chat-32k, chat")
+	picked, err := selectScenarios("cascade-chat-32k, chat, mem-image-40mb")
 	require.NoError(t, err)
-	hop, cascade := splitScenarios(picked)
-	require.Len(t, hop, 1)
-	require.Len(t, cascade, 1)
-	assert.Equal(t, "chat", hop[0].name)
-	assert.Equal(t, "cascade-chat-32k", cascade[0].name)
+	hop, cascade, probes := splitScenarios(picked)
+	assert.Equal(t, []string{"chat"}, names(hop))
+	assert.Equal(t, []string{"cascade-chat-32k"}, names(cascade))
+	assert.Equal(t, []string{"mem-image-40mb"}, names(probes))
 
 	all, err := selectScenarios(scenarioNames())
 	require.NoError(t, err)
-	hop, cascade = splitScenarios(all)
-	assert.Equal(t, []string{"chat", "chat-stream"}, names(hop))
+	hop, cascade, probes = splitScenarios(all)
+	assert.Equal(t, []string{"chat", "chat-stream", "chat-mixed-1kb", "epd-image-1mb-text-64k", "epd-image-1mb-text-64k-paced"}, names(hop))
 	assert.Equal(t, []string{"cascade-image-1mb", "cascade-prompt-32k", "cascade-chat-32k"}, names(cascade))
+	assert.Equal(t, []string{"mem-tokens-20mb", "mem-tokens-20mb-decode", "mem-tokens-64mb", "mem-image-40mb", "idle-streams"}, names(probes))
 	for _, sc := range cascade {
 		assert.NotNil(t, sc.newTemplate, sc.name)
 		assert.Equal(t, cascadePipeline.key(), sc.pipeline.key(), sc.name)
 		assert.NotEmpty(t, sc.about, sc.name)
+	}
+	for _, sc := range probes {
+		assert.NotEmpty(t, sc.about, sc.name)
+		if sc.probe == probeMemory {
+			assert.NotNil(t, sc.newTemplate, sc.name)
+			assert.Positive(t, sc.memGoal, sc.name)
+		}
 	}
 }
 

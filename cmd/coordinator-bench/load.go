@@ -97,7 +97,7 @@ func (l *loader) runCell(ctx context.Context, sc scenario, conc int, targets []t
 		c.Targets = append(c.Targets, &targetResult{Target: t.name})
 	}
 	for _, t := range targets {
-		if _, err := l.phase(ctx, t, sc, conc, l.warmup, 0, false); err != nil {
+		if _, err := l.phase(ctx, t, sc, conc, l.warmup, 0, false, 0); err != nil {
 			return c, t.failed(fmt.Errorf("warm-up: %w", err))
 		}
 	}
@@ -107,9 +107,15 @@ func (l *loader) runCell(ctx context.Context, sc scenario, conc int, targets []t
 		if round < l.maxRequests%l.rounds {
 			limit++
 		}
-		for i, t := range targets {
-			if err := l.measure(ctx, t, sc, conc, per, limit, c.Targets[i]); err != nil {
-				return c, t.failed(err)
+		rate := 0.0 // requests per second the other targets are held to (sc.paced)
+		for _, i := range visitOrder(sc, len(targets)) {
+			r := c.Targets[i]
+			before, elapsed := len(r.TTFB), r.Elapsed
+			if err := l.measure(ctx, targets[i], sc, conc, per, limit, rate, r); err != nil {
+				return c, targets[i].failed(err)
+			}
+			if sc.paced && rate == 0 {
+				rate = float64(len(r.TTFB)-before) / (r.Elapsed - elapsed).Seconds()
 			}
 		}
 	}
@@ -121,14 +127,31 @@ func (l *loader) runCell(ctx context.Context, sc scenario, conc int, targets []t
 	return c, nil
 }
 
-// measure runs one measured phase on t and adds it, with the CPU the hop,
-// the simulator and the bench itself used meanwhile, to into.
-func (l *loader) measure(ctx context.Context, t target, sc scenario, conc int, d time.Duration, limit int, into *targetResult) error {
+// visitOrder is the order a round visits n targets in: the table's, or
+// for a paced scenario the coordinator (the last) first, so the others can
+// be held to its request rate.
+func visitOrder(sc scenario, n int) []int {
+	order := make([]int, 0, n)
+	if sc.paced {
+		order = append(order, n-1)
+	}
+	for i := range n {
+		if !sc.paced || i != n-1 {
+			order = append(order, i)
+		}
+	}
+	return order
+}
+
+// measure runs one measured phase on t (at most rate requests per second
+// when rate > 0) and adds it, with the CPU the hop, the simulator and the
+// bench itself used meanwhile, to into.
+func (l *loader) measure(ctx context.Context, t target, sc scenario, conc int, d time.Duration, limit int, rate float64, into *targetResult) error {
 	before, err := l.cpu(t)
 	if err != nil {
 		return err
 	}
-	ph, err := l.phase(ctx, t, sc, conc, d, limit, true)
+	ph, err := l.phase(ctx, t, sc, conc, d, limit, true, rate)
 	if err != nil {
 		return err
 	}
@@ -179,11 +202,18 @@ type phaseResult struct {
 }
 
 // phase keeps conc requests in flight on t for d or until limit requests
-// were sent (0: no limit), recording the samples if record. The first
-// failed request cancels the others; the error counts the failures.
-func (l *loader) phase(ctx context.Context, t target, sc scenario, conc int, d time.Duration, limit int, record bool) (phaseResult, error) {
+// were sent (0: no limit), starting at most rate requests a second when
+// rate > 0, recording the samples if record. The first failed request
+// cancels the others; the error counts the failures.
+func (l *loader) phase(ctx context.Context, t target, sc scenario, conc int, d time.Duration, limit int, record bool, rate float64) (phaseResult, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	var pace <-chan time.Time // a tick per request; none unpaced
+	if rate > 0 {
+		ticker := time.NewTicker(time.Duration(float64(time.Second) / rate))
+		defer ticker.Stop()
+		pace = ticker.C
+	}
 	url := t.base + sc.path
 	var (
 		sent, failed atomic.Int64
@@ -199,18 +229,28 @@ func (l *loader) phase(ctx context.Context, t target, sc scenario, conc int, d t
 			buf := &bytes.Buffer{}
 			br := bufio.NewReader(nil)
 			var own []byte // this worker's body, for a templated scenario
-			for ctx.Err() == nil && time.Now().Before(deadline) {
+			for n := 0; ctx.Err() == nil && time.Now().Before(deadline); n++ {
 				if limit > 0 && sent.Add(1) > int64(limit) {
 					break
 				}
-				body := sc.body
+				if pace != nil {
+					select {
+					case <-pace:
+					case <-ctx.Done():
+						continue
+					}
+				}
+				body, stream := sc.body, sc.stream
+				if sc.mixed && n%2 == 1 {
+					body, stream = sc.streamBody, true
+				}
 				if sc.template != nil {
 					// The previous request is over, its answer read: the
 					// target read its body before answering.
 					own = sc.template.fill(own, l.nonces.Add(1))
 					body = own
 				}
-				first, end, err := l.do(ctx, url, sc, body, buf, br)
+				first, end, err := l.do(ctx, url, sc, body, stream, buf, br)
 				if err != nil {
 					if ctx.Err() == nil {
 						failed.Add(1)
@@ -240,10 +280,11 @@ func (l *loader) phase(ctx context.Context, t target, sc scenario, conc int, d t
 }
 
 // do sends one request with body and checks the answer: status 200, and
-// either a JSON body with choices or sc.events server-sent events ending in
-// data: [DONE] with nothing after it. It returns the time to the first
-// response byte and to the end of the answer ([DONE] for a stream).
-func (l *loader) do(ctx context.Context, url string, sc scenario, body []byte, buf *bytes.Buffer, br *bufio.Reader) (ttfb, total time.Duration, err error) {
+// either a JSON body with choices or, when stream, sc.events server-sent
+// events ending in data: [DONE] with nothing after it. It returns the time
+// to the first response byte and to the end of the answer ([DONE] for a
+// stream).
+func (l *loader) do(ctx context.Context, url string, sc scenario, body []byte, stream bool, buf *bytes.Buffer, br *bufio.Reader) (ttfb, total time.Duration, err error) {
 	var first time.Time
 	trace := &httptrace.ClientTrace{GotFirstResponseByte: func() { first = time.Now() }}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, url, bytes.NewReader(body))
@@ -265,7 +306,7 @@ func (l *loader) do(ctx context.Context, url string, sc scenario, body []byte, b
 		return 0, 0, fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(snippet))
 	}
 	var end time.Time
-	if sc.stream {
+	if stream {
 		br.Reset(resp.Body)
 		events, done, err := countEvents(br)
 		end = time.Now()

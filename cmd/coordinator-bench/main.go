@@ -60,6 +60,7 @@ type options struct {
 	scenarios          []scenario
 	jsonPath           string
 	perfPath           string
+	idleStreams        int
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
@@ -75,14 +76,15 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	names := fs.String("scenarios", scenarioNames(), "comma-separated scenarios")
 	fs.StringVar(&o.jsonPath, "json", "", "write the raw results (every sample, in ns) as JSON to this file")
 	fs.StringVar(&o.perfPath, "perf", "", "record the coordinator with perf record -g into this `file`")
+	fs.IntVar(&o.idleStreams, "idle-streams", 1000, "streams the idle-streams probe holds open")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if o.duration <= 0 || o.warmup < 0 || o.rounds < 1 || o.maxRequests < o.rounds {
-		return o, errors.New("-duration must be positive, -warmup not negative, -rounds at least 1, -requests at least -rounds")
+	if o.duration <= 0 || o.warmup < 0 || o.rounds < 1 || o.maxRequests < o.rounds || o.idleStreams < 1 {
+		return o, errors.New("-duration must be positive, -warmup not negative, -rounds at least 1, -requests at least -rounds, -idle-streams at least 1")
 	}
 	var err error
 	if o.concurrency, err = parseInts(*conc); err != nil {
@@ -132,7 +134,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	env := &fleet{Group: procs.NewGroup(dir)}
 	defer env.stopAll()
-	hopScenarios, cascadeScenarios := splitScenarios(o.scenarios)
+	hopScenarios, cascadeScenarios, probes := splitScenarios(o.scenarios)
 	var (
 		direct, proxy  target
 		coordinators   map[string]target
@@ -198,7 +200,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	for _, sc := range hopScenarios {
-		measure(sc, o.concurrency, []target{direct, proxy, coordinators[sc.pipeline.key()]})
+		if sc.template == nil && sc.newTemplate != nil {
+			if sc.template, err = sc.newTemplate(); err != nil {
+				return fmt.Errorf("%s: %w", sc.name, err)
+			}
+		}
+		measure(sc, concurrencyOf(sc, o.concurrency), []target{direct, proxy, coordinators[sc.pipeline.key()]})
 	}
 	// The cascade's preflight runs only now, so that the hop scenarios
 	// above run next to idle cascade processes that never served anything.
@@ -219,15 +226,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	perfErr := env.stopPerf()
+	pr, probeErr := l.runProbes(ctx, env, coordinatorBin, simBin, self, probes, o.idleStreams, stderr)
 	if ctx.Err() != nil {
 		return errors.New("interrupted")
 	}
 	writeSummary(stdout, cells)
 	writeCascadeSummary(stdout, cells)
+	writeMemory(stdout, pr.Memory)
+	writeIdle(stdout, pr.Idle)
 	if o.jsonPath != "" {
-		if err := writeJSON(o.jsonPath, o, preflights, cells); err != nil {
+		if err := writeJSON(o.jsonPath, o, preflights, cells, pr); err != nil {
 			return err
 		}
+	}
+	if probeErr != nil {
+		return probeErr
 	}
 	if perfErr != nil {
 		return perfErr
@@ -245,14 +258,74 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // splitScenarios separates the scenarios measured on direct, proxy and
-// coordinator (hop) from the cascade ones, each in table order.
-func splitScenarios(all []scenario) (hop, cascade []scenario) {
+// coordinator (hop) from the cascade ones and the probes, each in table
+// order.
+func splitScenarios(all []scenario) (hop, cascade, probes []scenario) {
 	for _, sc := range all {
-		if sc.cascade {
+		switch {
+		case sc.probe != noProbe:
+			probes = append(probes, sc)
+		case sc.cascade:
 			cascade = append(cascade, sc)
-		} else {
+		default:
 			hop = append(hop, sc)
 		}
 	}
-	return hop, cascade
+	return hop, cascade, probes
+}
+
+// probeResults are what the probes measured.
+type probeResults struct {
+	Memory []memoryResult `json:"memory,omitempty"`
+	Idle   *idleResult    `json:"idle_streams,omitempty"`
+}
+
+// runProbes runs the memory probes, then the idle-streams probe, each on
+// processes of its own. A probe that fails is reported in its result; the
+// error says some did.
+func (l *loader) runProbes(ctx context.Context, f *fleet, coordinatorBin, simBin, self string, probes []scenario, idleStreams int, progress io.Writer) (probeResults, error) {
+	var (
+		out    probeResults
+		memory []scenario
+		failed int
+	)
+	for _, sc := range probes {
+		if sc.probe == probeMemory {
+			memory = append(memory, sc)
+		}
+	}
+	if len(memory) > 0 {
+		var err error
+		if out.Memory, err = l.runMemoryProbes(ctx, f, coordinatorBin, simBin, self, memory, progress); err != nil {
+			return out, err
+		}
+		for _, r := range out.Memory {
+			if r.Err != "" {
+				failed++
+			}
+		}
+	}
+	for _, sc := range probes {
+		if sc.probe != probeIdleStreams || ctx.Err() != nil {
+			continue
+		}
+		r, err := l.runIdleStreams(ctx, f, coordinatorBin, simBin, self, sc, idleStreams, progress)
+		if err != nil {
+			r.Err = err.Error()
+			failed++
+		}
+		out.Idle = r
+	}
+	if failed > 0 {
+		return out, fmt.Errorf("%d probes failed", failed)
+	}
+	return out, nil
+}
+
+// concurrencyOf is the scenario's own concurrencies, else def (-concurrency).
+func concurrencyOf(sc scenario, def []int) []int {
+	if len(sc.conc) > 0 {
+		return sc.conc
+	}
+	return def
 }

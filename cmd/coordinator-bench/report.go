@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -32,6 +33,9 @@ func writeHeader(w io.Writer, o options, hop []scenario) {
 // writeCell prints one scenario at one concurrency.
 func writeCell(w io.Writer, c *cell) {
 	fmt.Fprintf(w, "\n== %s, %d concurrent ==\n", c.Scenario, c.Concurrency)
+	if scenarioPaced(c.Scenario) {
+		fmt.Fprintf(w, "paced: each round measures the coordinator first and holds direct and proxy to its request rate\n")
+	}
 	if c.Err != "" {
 		fmt.Fprintf(w, "ABORTED: %s\n", c.Err)
 		return
@@ -57,7 +61,38 @@ func writeCell(w io.Writer, c *cell) {
 	v := verdictOf(c)
 	fmt.Fprintf(w, "coordinator added / proxy added, TTFB p50: %s (target <= %.1f) %s\n", v.ratio, maxAddedRatio, v.verdict)
 	fmt.Fprintf(w, "coordinator added / proxy added, total p50: %s\n", v.totalRatio)
-	fmt.Fprintf(w, "coordinator CPU / proxy CPU per request: %s\n", v.cpuRatio)
+	fmt.Fprintf(w, "coordinator CPU / proxy CPU per request: %s%s\n", v.cpuRatio, cpuVerdict(c))
+}
+
+// cpuVerdict compares a cell's CPU ratio with its scenario's goal, if any.
+func cpuVerdict(c *cell) string {
+	goal := scenarioCPUGoal(c.Scenario)
+	if goal == 0 || c.Err != "" || len(c.Targets) < 3 {
+		return ""
+	}
+	r, ok := ratio(c.Targets[2].Summary.CPUPerReq, c.Targets[1].Summary.CPUPerReq)
+	switch {
+	case !ok:
+		return fmt.Sprintf(" (goal <= %.1fx) n/a", goal)
+	case r > goal:
+		return fmt.Sprintf(" (goal <= %.1fx) FAIL (%.2fx over)", goal, r/goal)
+	}
+	return fmt.Sprintf(" (goal <= %.1fx) PASS", goal)
+}
+
+// scenarioPaced reports whether the named scenario is paced.
+func scenarioPaced(name string) bool {
+	i := slices.IndexFunc(scenarios, func(s scenario) bool { return s.name == name })
+	return i >= 0 && scenarios[i].paced
+}
+
+// scenarioCPUGoal is the named scenario's CPU goal; 0 for none.
+func scenarioCPUGoal(name string) float64 {
+	i := slices.IndexFunc(scenarios, func(s scenario) bool { return s.name == name })
+	if i < 0 {
+		return 0
+	}
+	return scenarios[i].cpuGoal
 }
 
 // verdict is a cell's comparison of the coordinator with the proxy.
@@ -99,17 +134,21 @@ func writeSummary(w io.Writer, cells []*cell) {
 	}
 	fmt.Fprintf(w, "\n== summary: coordinator vs bare proxy, added over direct (target: added TTFB p50 ratio <= %.1f) ==\n", maxAddedRatio)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tconc\tdirect TTFB p50\tproxy added\tcoordinator added\tratio\tverdict\tproxy CPU/req\tcoordinator CPU/req\tCPU ratio")
+	fmt.Fprintln(tw, "scenario\tconc\tdirect TTFB p50\tproxy added\tcoordinator added\tratio\tverdict\tproxy CPU/req\tcoordinator CPU/req\tCPU ratio\tCPU goal")
 	for _, c := range cells {
 		v := verdictOf(c)
 		if c.Err != "" {
-			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t%s\t-\t-\t-\n", c.Scenario, c.Concurrency, v.verdict)
+			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t%s\t-\t-\t-\t-\n", c.Scenario, c.Concurrency, v.verdict)
 			continue
 		}
 		direct, proxy, coord := c.Targets[0].Summary, c.Targets[1].Summary, c.Targets[2].Summary
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Scenario, c.Concurrency,
+		goal := strings.TrimSpace(cpuVerdict(c))
+		if goal == "" {
+			goal = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Scenario, c.Concurrency,
 			micros(direct.TTFBp50), micros(proxy.AddedP50), micros(coord.AddedP50), v.ratio, v.verdict,
-			micros(proxy.CPUPerReq), micros(coord.CPUPerReq), v.cpuRatio)
+			micros(proxy.CPUPerReq), micros(coord.CPUPerReq), v.cpuRatio, goal)
 	}
 	_ = tw.Flush()
 }
@@ -119,9 +158,9 @@ func micros(d time.Duration) string {
 	return fmt.Sprintf("%.1f", float64(d)/float64(time.Microsecond))
 }
 
-// writeJSON writes the options, the cascade preflights and every cell,
-// samples included, to path.
-func writeJSON(path string, o options, preflights []preflight, cells []*cell) error {
+// writeJSON writes the options, the cascade preflights, every cell,
+// samples included, and the probes to path.
+func writeJSON(path string, o options, preflights []preflight, cells []*cell, probes probeResults) error {
 	names := make([]string, len(o.scenarios))
 	for i, s := range o.scenarios {
 		names[i] = s.name
@@ -138,8 +177,9 @@ func writeJSON(path string, o options, preflights []preflight, cells []*cell) er
 		Scenarios   []string      `json:"scenarios"`
 		Preflights  []preflight   `json:"cascade_preflights,omitempty"`
 		Cells       []*cell       `json:"cells"`
+		Probes      probeResults  `json:"probes"`
 	}{runtime.Version(), runtime.NumCPU(), o.duration, o.warmup, o.rounds, o.maxRequests, o.concurrency,
-		o.cascadeConcurrency, names, preflights, cells}
+		o.cascadeConcurrency, names, preflights, cells, probes}
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		return err

@@ -37,7 +37,36 @@ type scenario struct {
 	minPromptTokens int
 	// about describes a cascade scenario's request in the report.
 	about string
+	// mixed alternates the requests of each worker between body and
+	// streamBody (streamed, with events events), half of each.
+	mixed      bool
+	streamBody []byte
+	// conc, when set, replaces -concurrency for this scenario.
+	conc []int
+	// paced measures the coordinator first in each round and holds the
+	// other targets to its request rate, so every process's CPU per
+	// request is taken at the same rate (a process's background work, such
+	// as the runtime's, is shared by fewer requests at a lower rate).
+	paced bool
+	// cpuGoal, when set, is the most coordinator CPU per request the
+	// scenario accepts, as a multiple of the bare proxy's.
+	cpuGoal float64
+	// probe, when set, makes the scenario a probe instead of a load cell
+	// (memory.go, idle.go); memGoal is a memory probe's most peak RSS over
+	// idle, as a multiple of the body's size.
+	probe   probeKind
+	memGoal float64
 }
+
+// probeKind is what a probe scenario measures.
+type probeKind int
+
+// The probes.
+const (
+	noProbe          probeKind = iota
+	probeMemory                // peak RSS over idle for one request (memory.go)
+	probeIdleStreams           // goroutines and RSS per idle open stream (idle.go)
+)
 
 // pipeline is a coordinator's pipeline section.
 type pipeline struct {
@@ -69,6 +98,22 @@ var cascadePipeline = pipeline{
 	ec:    "ec-nixl",
 }
 
+// epdPipeline is encode, prefill and decode disaggregated behind the
+// image download and render steps, without conditional-decode.
+var epdPipeline = pipeline{
+	steps: []string{"replace-media-urls", "render", "encode", "prefill", "decode"},
+	kv:    "kv-nixl",
+	ec:    "ec-nixl",
+}
+
+// renderPDPipeline is the cascade of a tokens prompt: render validates it,
+// conditional-decode misses, prefill and decode run.
+var renderPDPipeline = pipeline{
+	steps: []string{"render", "conditional-decode", "prefill", "decode"},
+	kv:    "kv-nixl",
+	ec:    "ec-nixl",
+}
+
 // scenarios is every workload the bench knows, in report order.
 var scenarios = []scenario{
 	{
@@ -84,6 +129,34 @@ var scenarios = []scenario{
 		stream:   true,
 		events:   chatTokens + 2,
 		pipeline: decodeOnly,
+	},
+	{
+		name:       "chat-mixed-1kb",
+		path:       "/v1/chat/completions",
+		body:       chatBody1KB(false),
+		streamBody: chatBody1KB(true),
+		mixed:      true,
+		events:     chatTokens + 2,
+		conc:       []int{64},
+		pipeline:   decodeOnly,
+		cpuGoal:    1.2,
+	},
+	{
+		name:        "epd-image-1mb-text-64k",
+		path:        "/v1/chat/completions",
+		newTemplate: func() (*template, error) { return imageChat(imageBodyBytes, longTextBytes(64<<10)) },
+		conc:        []int{8},
+		pipeline:    epdPipeline,
+		cpuGoal:     4,
+	},
+	{
+		name:        "epd-image-1mb-text-64k-paced",
+		path:        "/v1/chat/completions",
+		newTemplate: func() (*template, error) { return imageChat(imageBodyBytes, longTextBytes(64<<10)) },
+		conc:        []int{8},
+		pipeline:    epdPipeline,
+		cpuGoal:     4,
+		paced:       true,
 	},
 	{
 		name:        "cascade-image-1mb",
@@ -111,6 +184,50 @@ var scenarios = []scenario{
 		minPromptTokens: promptTokens,
 		about:           "chat, one user message of English words that renders (cl100k_base) to 32768 tokens",
 	},
+	{
+		name:        "mem-tokens-20mb",
+		path:        "/v1/completions",
+		newTemplate: func() (*template, error) { return tokenPromptOfSize(20_000_000) },
+		pipeline:    renderPDPipeline,
+		probe:       probeMemory,
+		memGoal:     3,
+		about:       "completions, a 20 MB token-array prompt, render > conditional-decode > prefill > decode",
+	},
+	{
+		name:        "mem-tokens-20mb-decode",
+		path:        "/v1/completions",
+		newTemplate: func() (*template, error) { return tokenPromptOfSize(20_000_000) },
+		pipeline:    decodeOnly,
+		probe:       probeMemory,
+		memGoal:     2,
+		about:       "the same body, decode only",
+	},
+	{
+		name:        "mem-tokens-64mb",
+		path:        "/v1/completions",
+		newTemplate: func() (*template, error) { return tokenPromptOfSize(64_000_000) },
+		pipeline:    cascadePipeline,
+		probe:       probeMemory,
+		memGoal:     3,
+		about:       "completions, a 64 MB token-array prompt, the full cascade",
+	},
+	{
+		name:        "mem-image-40mb",
+		path:        "/v1/chat/completions",
+		newTemplate: func() (*template, error) { return imageChat(40<<20, nil) },
+		pipeline:    epdPipeline,
+		probe:       probeMemory,
+		memGoal:     3,
+		about:       "chat, a 40 MB data: URI image, replace-media-urls > render > encode > prefill > decode",
+	},
+	{
+		name:     "idle-streams",
+		path:     "/v1/chat/completions",
+		body:     chatBody(true),
+		pipeline: decodeOnly,
+		probe:    probeIdleStreams,
+		about:    "streamed chats held open after their first event (the simulator's token delay is an hour)",
+	},
 }
 
 // chatBody is a small chat completion request for the simulator's model.
@@ -119,6 +236,17 @@ func chatBody(stream bool) []byte {
 		`{"model":"sim-model","messages":[{"role":"system","content":"You are a helpful assistant."},`+
 			`{"role":"user","content":"Write one sentence about benchmarks."}],"max_tokens":%d,"stream":%t}`,
 		chatTokens, stream)
+}
+
+// chatBody1KB is a chat completion request of about 1 KB: a system
+// prompt and a user question of plain English.
+func chatBody1KB(stream bool) []byte {
+	return fmt.Appendf(nil,
+		`{"model":"sim-model","messages":[{"role":"system","content":"You are a helpful assistant. `+
+			`Answer in plain English, keep to the point, say so when you do not know, and never make up facts, names or numbers. `+
+			`When a question is ambiguous, ask one short clarifying question before answering."},`+
+			`{"role":"user","content":"%s"}],"max_tokens":%d,"temperature":0.7,"top_p":0.95,"stream":%t}`,
+		longTextBytes(610), chatTokens, stream)
 }
 
 // selectScenarios picks scenarios by a comma list of names, in table order.

@@ -250,14 +250,8 @@ func uint32s(raw []byte) ([]uint32, error) {
 		return ids, nil
 	}
 	for index := 0; ; index++ {
-		// Fast path: up to ten plain digits followed by a delimiter.
-		j, v := i, uint64(0)
-		for ; j < len(raw) && j-i < 10 && isDigit(raw[j]); j++ {
-			v = v*10 + uint64(raw[j]-'0')
-		}
-		if j > i && (raw[i] != '0' || j == i+1) && j < len(raw) && v <= math.MaxUint32 &&
-			(raw[j] == ',' || raw[j] == ']' || isSpace(raw[j])) {
-			ids = append(ids, uint32(v))
+		if v, j, ok := plainUint32(raw, i); ok {
+			ids = append(ids, v)
 			i = j
 		} else {
 			end, err := scanValue(raw, i, 1)
@@ -286,4 +280,21 @@ func uint32s(raw []byte) ([]uint32, error) {
 			return nil, errAt(raw, i, "after array element")
 		}
 	}
+}
+
+// plainUint32 is the fast path of token IDs: the plain decimal integer at
+// raw[i] (up to ten digits, no leading zero, at most 2^32-1) followed by
+// a delimiter, with the index just past it; false for anything else.
+func plainUint32(raw []byte, i int) (v uint32, end int, ok bool) {
+	n := digitRun(raw, i, 11)
+	end = i + n
+	if n == 0 || n > 10 || raw[i] == '0' && n > 1 || end >= len(raw) ||
+		raw[end] != ',' && raw[end] != ']' && !isSpace(raw[end]) {
+		return 0, i, false
+	}
+	u := digitsValue(raw, i, n)
+	if u > math.MaxUint32 {
+		return 0, i, false
+	}
+	return uint32(u), end, true
 }

@@ -143,15 +143,18 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 		writeOpenAIError(w, code, msg+" (request_id: "+id+")", "")
 		return
 	}
-	obj, err := jsonbody.ParseObject(data)
+	// The one parse of the body: the service takes the document from the
+	// call's context (service.WithParsedBody).
+	doc, err := steps.ParseDocument(data, b.format)
 	if err != nil {
 		writeOpenAIError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
 		return
 	}
 	stream := false
-	if raw, ok := obj.Get("stream"); ok {
+	if raw, ok := doc.Root().Get("stream"); ok {
 		stream, _ = jsonbody.Bool(raw)
 	}
+	r = r.WithContext(service.WithParsedBody(r.Context(), doc))
 	h.metrics.Bytes(metrics.APIREST, "in", len(data))
 	defer h.metrics.Begin(metrics.APIREST, stream)()
 	if !stream {

@@ -10,6 +10,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 // binding is where an endpoint's requests go on the gateway mux: the paths
@@ -17,6 +18,7 @@ import (
 // ":stream" ones are reachable only through the front), and the query that
 // sets the fields the body does not carry.
 type binding struct {
+	format           steps.Format
 	path, streamPath string
 	// query is openai.endpoint and the start of request_id, the id to
 	// follow.
@@ -24,8 +26,9 @@ type binding struct {
 }
 
 func bindingOf(endpoint coordinatorv1.Endpoint) binding {
-	path := service.FormatOf(endpoint).Path()
-	return binding{path: path, streamPath: path + ":stream", query: "openai.endpoint=" + endpoint.String() + "&request_id="}
+	format := service.FormatOf(endpoint)
+	path := format.Path()
+	return binding{format: format, path: path, streamPath: path + ":stream", query: "openai.endpoint=" + endpoint.String() + "&request_id="}
 }
 
 // jsonContentType is the Content-Type of every request the front hands the

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -172,8 +173,12 @@ type Request struct {
 	Header headers.Forwarded
 	// Prefer, if set, is sent as the Prefer header.
 	Prefer string
-	// Body is the JSON body.
+	// Body is the JSON body, unless Parts is set.
 	Body []byte
+	// Parts, when set, is the JSON body instead, as consecutive pieces
+	// sent one after the other without being joined (a leg written from
+	// the request document refers to the client's unchanged bytes).
+	Parts [][]byte
 	// Retry marks a leg that is safe to send again (render, encode,
 	// prefill): it is retried by the client's Retry policy. Never set on
 	// a decode leg.
@@ -238,11 +243,17 @@ func endLeg(span trace.Span, resp *http.Response, err error) (*http.Response, er
 
 // statusOf is the HTTP status of an attempt's outcome; 0 when none came.
 func statusOf(resp *http.Response, err error) int {
-	var se *StatusError
-	switch {
-	case resp != nil:
+	if resp != nil {
 		return resp.StatusCode
-	case errors.As(err, &se):
+	}
+	return errStatus(err)
+}
+
+// errStatus is the status of a *StatusError in err; 0 for none. (Apart
+// from statusOf so that an answered leg does not allocate the target.)
+func errStatus(err error) int {
+	var se *StatusError
+	if errors.As(err, &se) {
 		return se.StatusCode
 	}
 	return 0
@@ -275,10 +286,11 @@ func (c *Client) post(ctx context.Context, r Request, span trace.Span) (*http.Re
 // do sends one attempt on legCtx (ctx, or a child of it the idle watchdog
 // can cancel) and returns a 2xx answer as it came.
 func (c *Client) do(ctx, legCtx context.Context, r Request, span trace.Span) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(legCtx, http.MethodPost, c.base+r.Path, bytes.NewReader(r.Body))
+	req, err := http.NewRequestWithContext(legCtx, http.MethodPost, c.base+r.Path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Leg, err)
 	}
+	setBody(req, r)
 	h := req.Header
 	r.Header.WriteTo(h)
 	h["Content-Type"] = []string{"application/json"}
@@ -292,7 +304,7 @@ func (c *Client) do(ctx, legCtx context.Context, r Request, span trace.Span) (*h
 	injectTrace(ctx, span, h)
 	if c.log != nil && c.log.Enabled(ctx, levelTrace) {
 		c.log.Log(ctx, levelTrace, "leg request", "leg", r.Leg, "request_id", r.RequestID, "url", req.URL.String(),
-			"headers", RedactHeaders(h), "body", RedactBody(r.Body))
+			"headers", RedactHeaders(h), "body", RedactBody(r.body()))
 	}
 	resp, err := c.roundTrip(ctx, r.Leg, req)
 	if err != nil {
@@ -310,6 +322,32 @@ func (c *Client) do(ctx, legCtx context.Context, r Request, span trace.Span) (*h
 		}
 	}
 	return resp, nil
+}
+
+// setBody gives req the body of r, with its length and a way to send it
+// again (a redirect).
+func setBody(req *http.Request, r Request) {
+	if r.Parts == nil {
+		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(r.Body)), int64(len(r.Body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(r.Body)), nil }
+	} else {
+		parts := func() io.ReadCloser { bufs := net.Buffers(slices.Clone(r.Parts)); return io.NopCloser(&bufs) }
+		for _, p := range r.Parts {
+			req.ContentLength += int64(len(p))
+		}
+		req.Body, req.GetBody = parts(), func() (io.ReadCloser, error) { return parts(), nil }
+	}
+	if req.ContentLength == 0 {
+		req.Body, req.GetBody = http.NoBody, func() (io.ReadCloser, error) { return http.NoBody, nil }
+	}
+}
+
+// body is the request's body in one slice (for the trace log).
+func (r Request) body() []byte {
+	if r.Parts == nil {
+		return r.Body
+	}
+	return bytes.Join(r.Parts, nil)
 }
 
 // roundTrip sends req, a leg of ctx's: a failure is ctx's cause when ctx

@@ -1,0 +1,89 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// callLines runs one call of each outcome through callLog at level and
+// returns the lines it wrote, decoded.
+func callLines(t *testing.T, level slog.Level, err error, stream bool) []map[string]any {
+	t.Helper()
+	var buf bytes.Buffer
+	l := callLog{log: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: level}))}
+	if stream {
+		info := &grpc.StreamServerInfo{FullMethod: "/coordinator.v1.CoordinatorService/GenerateStream", IsServerStream: true}
+		got := l.stream(nil, ctxStream{ctx: context.Background()}, info, func(any, grpc.ServerStream) error { return err })
+		assert.Equal(t, err, got, "the handler's error comes back as it was")
+	} else {
+		info := &grpc.UnaryServerInfo{FullMethod: "/coordinator.v1.CoordinatorService/Generate"}
+		_, got := l.unary(context.Background(), nil, info, func(context.Context, any) (any, error) { return nil, err })
+		assert.Equal(t, err, got)
+	}
+	var lines []map[string]any
+	for line := range strings.Lines(buf.String()) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m))
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+func TestCallLogWritesTheFinishedCallLine(t *testing.T) {
+	t.Parallel()
+	lines := callLines(t, slog.LevelDebug, nil, false)
+	require.Len(t, lines, 1)
+	l := lines[0]
+	assert.Equal(t, "finished call", l["msg"])
+	assert.Equal(t, "DEBUG", l["level"])
+	for key, want := range map[string]string{"protocol": "grpc", "grpc.component": "server", "grpc.service": "coordinator.v1.CoordinatorService",
+		"grpc.method": "Generate", "grpc.method_type": "unary", "grpc.code": "OK"} {
+		assert.Equal(t, want, l[key], key)
+	}
+	assert.Contains(t, l, "grpc.start_time")
+	assert.Contains(t, l, "grpc.time_ms")
+	assert.NotContains(t, l, "grpc.error")
+
+	lines = callLines(t, slog.LevelDebug, status.Error(codes.NotFound, "gone"), true)
+	require.Len(t, lines, 1)
+	assert.Equal(t, "INFO", lines[0]["level"], "a client's fault at info")
+	assert.Equal(t, "server_stream", lines[0]["grpc.method_type"])
+	assert.Equal(t, "NotFound", lines[0]["grpc.code"])
+	assert.Equal(t, "rpc error: code = NotFound desc = gone", lines[0]["grpc.error"])
+}
+
+func TestCallLogWritesOnlyWhatTheLevelTakes(t *testing.T) {
+	t.Parallel()
+	assert.Empty(t, callLines(t, slog.LevelWarn, nil, false), "success is debug")
+	assert.Empty(t, callLines(t, slog.LevelWarn, status.Error(codes.InvalidArgument, "bad"), false), "a client's fault is info")
+	lines := callLines(t, slog.LevelWarn, status.Error(codes.Internal, "boom"), false)
+	require.Len(t, lines, 1)
+	assert.Equal(t, "ERROR", lines[0]["level"])
+}
+
+// Not parallel: AllocsPerRun counts the whole process's allocations.
+func TestCallLogCostsNothingUnlogged(t *testing.T) {
+	l := callLog{log: slog.New(slog.NewJSONHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	info := &grpc.UnaryServerInfo{FullMethod: "/coordinator.v1.CoordinatorService/Generate"}
+	ok := func(context.Context, any) (any, error) { return nil, nil }
+	allocs := testing.AllocsPerRun(100, func() { _, _ = l.unary(context.Background(), nil, info, ok) })
+	assert.Zero(t, allocs, "a call nobody logs builds no fields")
+}
+
+// ctxStream is a grpc.ServerStream with only a context.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s ctxStream) Context() context.Context { return s.ctx }

@@ -1,0 +1,102 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/steps"
+)
+
+func TestNewRequestContextTakesTheFrontsDocument(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"model":"m","stream":true,"messages":[]}`)
+	doc, err := steps.ParseDocument(body, steps.FormatChat)
+	require.NoError(t, err)
+	ctx := WithParsedBody(context.Background(), doc)
+	in := &coordinatorv1.OpenAIRequest{Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: body}
+
+	rc, err := newRequestContext(ctx, "r", in)
+	require.NoError(t, err)
+	assert.Same(t, doc, rc.Doc, "the very bytes the front parsed: its document")
+	assert.Equal(t, "m", rc.Model)
+	assert.True(t, rc.Stream)
+
+	in.Json = slices.Clone(body)
+	rc, err = newRequestContext(ctx, "r", in)
+	require.NoError(t, err)
+	assert.NotSame(t, doc, rc.Doc, "a copy of the bytes is parsed anew")
+	assert.True(t, rc.Doc.Of(in.Json))
+
+	in.Json, in.Endpoint = body, coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS
+	rc, err = newRequestContext(ctx, "r", in)
+	require.NoError(t, err)
+	assert.NotSame(t, doc, rc.Doc, "another format's document is not taken")
+	assert.Equal(t, steps.FormatCompletions, rc.Doc.Format())
+
+	bad := []byte(`{"model":`)
+	rc, err = newRequestContext(WithParsedBody(context.Background(), doc), "r", &coordinatorv1.OpenAIRequest{Json: bad})
+	assert.Nil(t, rc)
+	assert.ErrorContains(t, err, "invalid JSON body", "a body that is not the document's is still checked")
+}
+
+// sameBytesService records whether each call's request arrived as the
+// caller's own bytes and with the caller's document.
+type sameBytesService struct {
+	coordinatorv1.UnimplementedCoordinatorServiceServer
+	want   []byte
+	same   chan bool
+	parsed chan bool
+}
+
+func (s *sameBytesService) Generate(ctx context.Context, req *coordinatorv1.GenerateRequest) (*coordinatorv1.GenerateResponse, error) {
+	s.record(ctx, req.GetOpenai())
+	return &coordinatorv1.GenerateResponse{Output: &coordinatorv1.GenerateResponse_Openai{Openai: &coordinatorv1.OpenAIResponse{Json: s.want}}}, nil
+}
+
+func (s *sameBytesService) GenerateStream(req *coordinatorv1.GenerateStreamRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
+	s.record(stream.Context(), req.GetOpenai())
+	return nil
+}
+
+func (s *sameBytesService) record(ctx context.Context, in *coordinatorv1.OpenAIRequest) {
+	s.same <- &in.GetJson()[0] == &s.want[0]
+	s.parsed <- parsedBody(ctx, in.GetJson(), steps.FormatChat) != nil
+}
+
+func TestChannelHandsParsedRequestsOver(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"model":"m"}`)
+	doc, err := steps.ParseDocument(body, steps.FormatChat)
+	require.NoError(t, err)
+	svc := &sameBytesService{want: body, same: make(chan bool, 1), parsed: make(chan bool, 1)}
+	chain, err := NewInterceptors(slog.New(slog.DiscardHandler), ChainOptions{})
+	require.NoError(t, err)
+	client := coordinatorv1.NewCoordinatorServiceClient(NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, chain, 1<<10))
+	in := &coordinatorv1.OpenAIRequest{Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: body}
+
+	for _, handedOver := range []bool{true, false} {
+		ctx := context.Background()
+		if handedOver {
+			ctx = WithParsedBody(ctx, doc)
+		}
+		resp, err := client.Generate(ctx, &coordinatorv1.GenerateRequest{Input: &coordinatorv1.GenerateRequest_Openai{Openai: in}})
+		require.NoError(t, err)
+		assert.Equal(t, handedOver, <-svc.same, "unary request by reference: %v", handedOver)
+		assert.Equal(t, handedOver, <-svc.parsed, "unary document: %v", handedOver)
+		assert.Equal(t, handedOver, &resp.GetOpenai().GetJson()[0] == &body[0], "unary reply by reference: %v", handedOver)
+
+		stream, err := client.GenerateStream(ctx, &coordinatorv1.GenerateStreamRequest{Input: &coordinatorv1.GenerateStreamRequest_Openai{Openai: in}})
+		require.NoError(t, err)
+		_, err = stream.Recv()
+		require.Error(t, err, "the stream ends")
+		assert.Equal(t, handedOver, <-svc.same, "streamed request by reference: %v", handedOver)
+		assert.Equal(t, handedOver, <-svc.parsed, "streamed document: %v", handedOver)
+	}
+}

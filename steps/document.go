@@ -1,0 +1,135 @@
+package steps
+
+import (
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
+)
+
+// Document is the client's JSON body validated and indexed once, with the
+// edits steps made to it since. The one pass that validates the body also
+// indexes what the steps read (by format: the chat messages down to each
+// content part's image_url; the completions prompt and the generate
+// token_ids as token-ID arrays, counted and checked; the generate features
+// and sampling_params), so no step scans the body again.
+//
+// Steps read the document as it stands with Root, and the step that owns a
+// member edits it there (replace-media-urls an image's url, render a
+// rendered prompt). A leg's edits go on a Leg, a copy that shares every
+// value it does not change with the document; Write then gives the leg's
+// body in one pass, the parts nobody changed (images, long strings, token
+// arrays) by reference to the client's bytes. A document nobody edited is
+// written as the client's exact bytes.
+//
+// The client's bytes must not be modified while the document is in use.
+// A Document is not safe for concurrent use when any goroutine edits it;
+// legs written concurrently from it (encode's fan-out) only read it.
+type Document struct {
+	raw    []byte
+	root   *jsonbody.Object
+	format Format
+	// images locates the chat image parts, found on first use.
+	images     []imageLoc
+	imagesDone bool
+}
+
+// Indexes of the formats' bodies: what the steps read or edit.
+var (
+	chatIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
+		"messages": {Elements: &jsonbody.Index{Members: map[string]*jsonbody.Index{
+			"content": {Elements: &jsonbody.Index{Members: map[string]*jsonbody.Index{
+				"image_url": {},
+			}}},
+		}}},
+	}}
+	completionsIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
+		keyPrompt: {Uint32s: true},
+	}}
+	featuresIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
+		"mm_hashes":       {Members: map[string]*jsonbody.Index{modalityImage: {}}},
+		"mm_placeholders": {Members: map[string]*jsonbody.Index{modalityImage: {Elements: &jsonbody.Index{}}}},
+		"kwargs_data":     {Members: map[string]*jsonbody.Index{modalityImage: {}}},
+	}}
+	generateIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
+		"token_ids":       {Uint32s: true},
+		"features":        featuresIndex,
+		keySamplingParams: {Members: map[string]*jsonbody.Index{keyExtraArgs: {}}},
+	}}
+)
+
+// indexOf is the index of format f's bodies.
+func indexOf(f Format) *jsonbody.Index {
+	switch f {
+	case FormatChat:
+		return chatIndex
+	case FormatCompletions:
+		return completionsIndex
+	case FormatGenerate:
+		return generateIndex
+	}
+	return nil
+}
+
+// ParseDocument validates body, a JSON object, and indexes it for format
+// f. Errors are jsonbody's: a *jsonbody.SyntaxError, an error wrapping
+// jsonbody.ErrTooDeep, or jsonbody.ErrNotObject.
+func ParseDocument(body []byte, f Format) (*Document, error) {
+	root, err := jsonbody.ParseIndexed(body, indexOf(f))
+	if err != nil {
+		return nil, err
+	}
+	return &Document{raw: body, root: root, format: f}, nil
+}
+
+// Of reports whether the document was parsed from exactly these bytes (the
+// same memory, not an equal copy).
+func (d *Document) Of(body []byte) bool {
+	return len(body) == len(d.raw) && (len(body) == 0 || &body[0] == &d.raw[0])
+}
+
+// Format is the format the document was indexed for.
+func (d *Document) Format() Format { return d.format }
+
+// Root is the document as it stands. Steps read it; only the step that
+// owns a member edits it here, for every later step and leg to see.
+func (d *Document) Root() *jsonbody.Object { return d.root }
+
+// Leg returns a copy of the document for one leg's edits (see
+// jsonbody.Object.Clone): the document does not see them.
+func (d *Document) Leg() *jsonbody.Object { return d.root.Clone() }
+
+// Write returns the body of o, the document's root or a leg of it, as
+// consecutive parts: the client's exact bytes when nothing was edited,
+// else o written in one pass with what nobody changed by reference.
+func (d *Document) Write(o *jsonbody.Object) [][]byte {
+	if !o.Edited() {
+		return [][]byte{d.raw}
+	}
+	var s jsonbody.Segments
+	o.AppendSegments(&s)
+	return s.Parts()
+}
+
+// Bytes is the document as it stands in one slice: the client's bytes when
+// nothing was edited, else a new slice.
+func (d *Document) Bytes() []byte {
+	if !d.root.Edited() {
+		return d.raw
+	}
+	var s jsonbody.Segments
+	d.root.AppendSegments(&s)
+	return s.Bytes()
+}
+
+// Document returns the request's document, parsing Body for the request's
+// format first when there is none yet (a context built without one, as
+// tests build them). A body that does not parse is the client's fault.
+func (rc *RequestContext) Document() (*Document, error) {
+	if rc.Doc != nil {
+		return rc.Doc, nil
+	}
+	doc, err := ParseDocument(rc.Body, rc.Format)
+	if err != nil {
+		return nil, Invalidf("body: %v", err)
+	}
+	rc.Doc = doc
+	return doc, nil
+}
