@@ -114,10 +114,11 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // inference handles one OpenAI route: it reads the body once under the
-// size cap, checks it is a JSON object, settles the request id, and hands
-// the bytes to Generate or GenerateStream through grpc-gateway according
-// to the body's "stream". It counts the request in the metrics with the
-// status the client got.
+// size cap, parses it once into the request's document (a 400 when it is
+// not a JSON object), settles the request id, and hands the bytes, with the
+// document in the call's context, to Generate or GenerateStream through
+// grpc-gateway according to the body's "stream". It counts the request in
+// the metrics with the status the client got.
 func (h *Handler) inference(endpoint coordinatorv1.Endpoint) http.Handler {
 	name := service.FormatOf(endpoint).String()
 	b := bindingOf(endpoint)
