@@ -25,15 +25,22 @@ import (
 // Only a process that binds that very port by number could still take it.
 func FreeAddr() (string, error) {
 	low, high := claimRange()
+	return claimFirst(func() int { return low + rand.IntN(high-low) })
+}
+
+// claimFirst claims the first port of next's that is free: not claimed by
+// any process and bindable. A port found bound stays claimed, so it is not
+// tried again.
+func claimFirst(next func() int) (string, error) {
 	for range maxClaimTries {
-		port := low + rand.IntN(high-low)
+		port := next()
 		if !claim(port) {
 			continue
 		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			continue // taken by number; the claim stays, so it is not tried again
+			continue // taken by number
 		}
 		if err := l.Close(); err != nil {
 			return "", err
@@ -85,4 +92,15 @@ func claim(port int) bool {
 	}
 	claims[port] = l
 	return true
+}
+
+// release drops this process's claim of port (tests: as if the process had
+// exited).
+func release(port int) {
+	claimsMu.Lock()
+	defer claimsMu.Unlock()
+	if l, ok := claims[port]; ok {
+		_ = l.Close()
+		delete(claims, port)
+	}
 }

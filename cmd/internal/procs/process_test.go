@@ -1,6 +1,7 @@
 package procs
 
 import (
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -67,6 +68,12 @@ func TestWaitReady(t *testing.T) {
 	assert.ErrorContains(t, err, "bye", "the log's tail explains")
 }
 
+// TestFreeAddr checks what FreeAddr guarantees without racing anything:
+// each call claims a port of its own below the ephemeral range, the claim
+// is visible to every process, and a port bound by number is skipped. (A
+// second bind of the returned address here would race any process that
+// binds ports by number, which FreeAddr cannot exclude: the child's own
+// bind is the check, and a tool reports its failure.)
 func TestFreeAddr(t *testing.T) {
 	t.Parallel()
 	low, high := claimRange()
@@ -81,18 +88,44 @@ func TestFreeAddr(t *testing.T) {
 		port, err := strconv.Atoi(portText)
 		require.NoError(t, err)
 		assert.True(t, port >= low && port < high, "port %d below the ephemeral range [%d, %d)", port, low, high)
-		l, err := net.Listen("tcp", addr)
-		require.NoError(t, err, "the address is free for the child")
-		require.NoError(t, l.Close())
+		_, err = net.Listen("unix", "@coordinator-procs-port-"+portText)
+		require.Error(t, err, "the port's claim is held, for every process")
 	}
 }
 
-func TestFreeAddrClaimsAcrossProcesses(t *testing.T) {
+func TestFreeAddrSkipsAPortBoundByNumber(t *testing.T) {
 	t.Parallel()
-	addr, err := FreeAddr()
+	// An unclaimed port of the range, bound by number here; its claim
+	// released as a process exiting would, then offered first.
+	taken, err := FreeAddr()
 	require.NoError(t, err)
-	_, portText, _ := net.SplitHostPort(addr)
-	// Any FreeAddr, in this process or another, finds the claim taken.
-	_, err = net.Listen("unix", "@coordinator-procs-port-"+portText)
-	require.Error(t, err, "the port's claim is held")
+	bound, err := net.Listen("tcp", taken)
+	require.NoError(t, err)
+	defer bound.Close()
+	port := portOf(t, taken)
+	release(port)
+	low, high := claimRange()
+	offered := []int{}
+	got, err := claimFirst(func() int {
+		p := port
+		if len(offered) > 0 {
+			p = low + rand.IntN(high-low)
+		}
+		offered = append(offered, p)
+		return p
+	})
+	require.NoError(t, err)
+	assert.Equal(t, port, offered[0], "the bound port was offered first")
+	assert.NotEqual(t, taken, got, "and skipped")
+	_, err = net.Listen("unix", "@coordinator-procs-port-"+strconv.Itoa(port))
+	require.Error(t, err, "the skipped port stays claimed, so it is not tried again")
+}
+
+func portOf(t *testing.T, addr string) int {
+	t.Helper()
+	_, text, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	port, err := strconv.Atoi(text)
+	require.NoError(t, err)
+	return port
 }
