@@ -1,33 +1,17 @@
 package asyncbroker_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/coordinator-project/coordinator/steps/steptest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 // goldenJSON compares a JSON wire body with testdata/<name>.json
-// semantically (key order aside); with -update it rewrites the file,
-// indented, for review as a diff.
+// semantically (steptest.GoldenJSON; -update rewrites it).
 func goldenJSON(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".json")
-	if *update {
-		var pretty bytes.Buffer
-		require.NoError(t, json.Indent(&pretty, got, "", "  "), "golden %s: body is not JSON", name)
-		pretty.WriteByte('\n')
-		require.NoError(t, os.WriteFile(path, pretty.Bytes(), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "missing golden file: run go test ./steps/asyncbroker -run %s -update", t.Name())
-	assert.JSONEq(t, string(want), string(got), "golden %s differs (run with -update and review the diff)", name)
+	steptest.GoldenJSON(t, name, got, *update)
 }
