@@ -6,7 +6,6 @@
 package headers
 
 import (
-	"iter"
 	"maps"
 	"net/http"
 	"slices"
@@ -67,17 +66,6 @@ func (f Forwarded) Len() int { return len(f.m) }
 
 // Names lists the lowercase names, sorted.
 func (f Forwarded) Names() []string { return slices.Sorted(maps.Keys(f.m)) }
-
-// All yields each lowercase name and its value, in no particular order.
-func (f Forwarded) All() iter.Seq2[string, string] {
-	return func(yield func(string, string) bool) {
-		for k, v := range f.m {
-			if !yield(k, v[0]) {
-				return
-			}
-		}
-	}
-}
 
 // Clone returns a copy that can be edited independently.
 func (f Forwarded) Clone() Forwarded {

@@ -11,19 +11,16 @@ import (
 // This file is the whole header policy. The boundaries:
 //
 //	REST client ──FromHTTP──────────────▶ legs (the passthrough: Passthrough)
-//	REST client ──MetadataKey/ToMetadata─▶ in-process gRPC call ──FromMetadata──▶ legs
-//	gRPC client ─────────────────────────────────────────────────FromMetadata──▶ legs
+//	REST client ──MetadataKey (grpc-gateway)─▶ in-process gRPC call ──FromMetadata──▶ legs
+//	gRPC client ──────────────────────────────────────────────────────FromMetadata──▶ legs
 //	worker answer ──AnswerMetadata──▶ call header metadata ──▶ gRPC client
 //	call header metadata ──ResponseKey──▶ REST client
 //	any relayed answer ──DropHopByHop──▶ client
 
-// notForwarded are the client headers no leg receives: hop-by-hop headers,
-// headers the HTTP client sets itself, and headers the coordinator owns.
+// notForwarded are the client headers no leg receives besides the
+// hop-by-hop ones (isHopByHop): headers the HTTP client sets itself, and
+// headers the coordinator owns.
 var notForwarded = map[string]bool{
-	// hop-by-hop (RFC 9110 §7.6.1)
-	"connection": true, "keep-alive": true, "proxy-authenticate": true,
-	"proxy-authorization": true, "te": true, "trailer": true,
-	"transfer-encoding": true, "upgrade": true, "proxy-connection": true,
 	// set per leg by the client
 	"host": true, "content-length": true, "content-type": true, "expect": true,
 	// owned by the coordinator: a client must not choose the phase (EPP-Profile),
@@ -41,7 +38,7 @@ const internalPrefix = "x-coordinator-"
 // leaving aside the headers a Connection header names (see DropHopByHop).
 func Forwardable(name string) bool {
 	lk := strings.ToLower(name)
-	return !notForwarded[lk] && !strings.HasPrefix(lk, internalPrefix)
+	return !notForwarded[lk] && !isHopByHop(lk) && !strings.HasPrefix(lk, internalPrefix)
 }
 
 // FromHTTP returns the client headers every leg carries: the first value
@@ -154,16 +151,16 @@ var notRelayed = map[string]bool{
 	"content-length": true, "content-type": true, "x-request-id": true, "server-timing": true,
 }
 
-// Relayable reports whether a header of a worker's answer (lowercase name)
+// relayable reports whether a header of a worker's answer (lowercase name)
 // reaches the client: not hop-by-hop, not one the coordinator owns, not
 // gRPC's own, and valid as a metadata key.
-func Relayable(key string) bool {
+func relayable(key string) bool {
 	return validMetadataKey(key) && !notRelayed[key] && !isHopByHop(key) && !grpcOwned(key)
 }
 
 // AnswerMetadata is the call header metadata the headers of a worker's
 // answer become (the decode leg's, or a conditional-decode hit's; 2xx and
-// relayed 4xx/5xx alike): each Relayable header less those its Connection
+// relayed 4xx/5xx alike): each relayable header less those its Connection
 // header names, with every value that can travel as metadata. gRPC
 // clients get it as response header metadata; the REST front turns it back
 // into headers (ResponseKey). h is not modified; the result may share its
@@ -172,7 +169,7 @@ func AnswerMetadata(h http.Header) metadata.MD {
 	md := make(metadata.MD, len(h))
 	for k, v := range h {
 		lk := strings.ToLower(k)
-		if !Relayable(lk) {
+		if !relayable(lk) {
 			continue
 		}
 		if allValidMetadataValues(v) {
@@ -202,7 +199,7 @@ func ResponseKey(key string) (string, bool) {
 	if key == "server-timing" {
 		return "Server-Timing", true
 	}
-	if !Relayable(key) {
+	if !relayable(key) {
 		return "", false
 	}
 	return textproto.CanonicalMIMEHeaderKey(key), true
@@ -215,15 +212,17 @@ var hopByHop = [...]string{
 	"Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-// isHopByHop reports whether a lowercase name is a hop-by-hop header.
-func isHopByHop(key string) bool {
+// hopByHopLower is hopByHop by lowercase name.
+var hopByHopLower = func() map[string]bool {
+	m := make(map[string]bool, len(hopByHop))
 	for _, name := range hopByHop {
-		if strings.EqualFold(name, key) {
-			return true
-		}
+		m[strings.ToLower(name)] = true
 	}
-	return false
-}
+	return m
+}()
+
+// isHopByHop reports whether a lowercase name is a hop-by-hop header.
+func isHopByHop(key string) bool { return hopByHopLower[key] }
 
 // DropHopByHop removes h's hop-by-hop headers, those its Connection header
 // names included: from an answer before it is relayed, and from a client's
