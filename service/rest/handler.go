@@ -59,6 +59,7 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 		runtime.WithForwardResponseOption(forwardStatus),
 		runtime.WithDisableChunkedEncoding(), // net/http chunks a stream itself
 		runtime.WithDisablePathLengthFallback(),
+		runtime.SetQueryParameterParser(&frontQuery{}), // process-wide in grpc-gateway
 	)
 	if err := coordinatorv1.RegisterCoordinatorServiceHandlerClient(ctx, gw, client); err != nil {
 		return nil, err

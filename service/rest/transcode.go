@@ -15,21 +15,23 @@ import (
 
 // binding is where an endpoint's requests go on the gateway mux: the paths
 // of Generate's and GenerateStream's HTTP rules (proto/coordinator/v1; the
-// ":stream" ones are reachable only through the front), and the query that
-// sets the fields the body does not carry.
+// ":stream" ones are reachable only through the front), and the endpoint's
+// value of the query key openai.endpoint.
 type binding struct {
 	format           steps.Format
 	path, streamPath string
-	// query is openai.endpoint and the start of request_id, the id to
-	// follow.
-	query string
+	endpoint         []string
 }
 
 func bindingOf(endpoint coordinatorv1.Endpoint) binding {
 	format := service.FormatOf(endpoint)
 	path := format.Path()
-	return binding{format: format, path: path, streamPath: path + ":stream", query: "openai.endpoint=" + endpoint.String() + "&request_id="}
+	return binding{format: format, path: path, streamPath: path + ":stream", endpoint: []string{endpoint.String()}}
 }
+
+// noForm is the PostForm of every request the front hands the gateway:
+// set, so that the generated handlers' ParseForm parses nothing.
+var noForm = url.Values{}
 
 // jsonContentType is the Content-Type of every request the front hands the
 // gateway: the body has been checked to be a JSON object (and a form type
@@ -39,7 +41,8 @@ var jsonContentType = []string{"application/json"}
 // transcode hands one checked inference request to the generated gateway
 // handler of Generate, or of GenerateStream when stream is set: the body
 // becomes openai.json, the query exactly openai.endpoint and request_id
-// (the client's query is not used on these routes). The gateway does the
+// (the client's query is not used on these routes), handed over parsed as
+// the request's Form (frontQuery reads it). The gateway does the
 // call, its metadata both ways (headers.MetadataKey, headers.ResponseKey),
 // the answer's framing (rawJSON) and its errors (gatewayError,
 // streamError); answerWriter gives a stream's error before its first
@@ -49,12 +52,12 @@ func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, i
 	x := &exchange{call: call{id: id}, body: bodyReader{data: body}, url: *r.URL}
 	x.w = answerWriter{ResponseWriter: w, call: &x.call, stream: stream, h: h}
 	gr := r.WithContext(context.WithValue(r.Context(), callKey{}, &x.call))
-	x.url.Path, x.url.RawPath, x.url.RawQuery = b.path, "", b.query+id
+	x.url.Path, x.url.RawPath, x.url.RawQuery = b.path, "", ""
 	if stream {
 		x.url.Path = b.streamPath
 	}
 	gr.URL = &x.url
-	gr.Form, gr.PostForm = nil, nil
+	gr.Form, gr.PostForm = url.Values{queryEndpoint: b.endpoint, queryRequestID: {id}}, noForm
 	// grpc-gateway would make X-Forwarded-Host the client's Host and add its
 	// address to X-Forwarded-For: the legs carry the client's own values, as
 	// over gRPC (compat §3.4).
