@@ -54,9 +54,9 @@ func TestFrontQueryIsTheDefaultParser(t *testing.T) {
 	}
 }
 
-// TestFrontQuerySetsTheFields checks the fast path's result itself.
+// TestFrontQuerySetsTheFields checks the fast path's result itself (not
+// parallel: AllocsPerRun).
 func TestFrontQuerySetsTheFields(t *testing.T) {
-	t.Parallel()
 	m := &coordinatorv1.GenerateStreamRequest{Input: &coordinatorv1.GenerateStreamRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{Json: []byte(`{}`)}}}
 	values := url.Values{queryEndpoint: {"ENDPOINT_COMPLETIONS"}, queryRequestID: {"id-7"}}
 	require.NoError(t, (&frontQuery{}).Parse(m, values, nil))
