@@ -3,7 +3,7 @@ package service
 import (
 	"context"
 	"io"
-
+	"iter"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 )
 
 // Channel is an in-process gRPC client connection to one service: a call
@@ -71,7 +73,9 @@ func (c *Channel) Invoke(ctx context.Context, method string, args, reply any, op
 	return nil
 }
 
-// NewStream implements grpc.ClientConnInterface for server-streaming methods.
+// NewStream implements grpc.ClientConnInterface for server-streaming
+// methods. The handler does not start here but at the caller's first
+// Header or RecvMsg, once the request was sent.
 func (c *Channel) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	sd, ok := c.streams[method]
 	if !ok || sd.ClientStreams {
@@ -82,21 +86,17 @@ func (c *Channel) NewStream(ctx context.Context, desc *grpc.StreamDesc, method s
 		transportStream: transportStream{method: method},
 		clientCtx:       ctx,
 		cancel:          cancel,
-		request:         make(chan proto.Message),
-		messages:        make(chan proto.Message),
-		taken:           make(chan struct{}, 1),
-		headerSent:      make(chan struct{}),
-		done:            make(chan struct{}),
 		channel:         c,
 		opts:            opts,
 		handOver:        handsOver(ctx),
 	}
 	s.serverCtx = grpc.NewContextWithServerTransportStream(serverContext(ctx), &s.transportStream)
 	info := &grpc.StreamServerInfo{FullMethod: method, IsServerStream: sd.ServerStreams}
-	go func() {
-		err := c.chain.Stream(c.impl, (*serverSide)(s), info, sd.Handler)
-		s.finish(err)
-	}()
+	s.next, s.stop = iter.Pull(func(yield func(proto.Message) bool) {
+		s.yield = yield
+		s.finish(c.chain.Stream(c.impl, (*serverSide)(s), info, sd.Handler))
+	})
+	s.stopAfter = context.AfterFunc(ctx, s.abandon)
 	return (*clientSide)(s), nil
 }
 
@@ -165,6 +165,13 @@ func (t *transportStream) SetTrailer(md metadata.MD) error {
 	return nil
 }
 
+// headerCopy is a copy of the header set so far.
+func (t *transportStream) headerCopy() metadata.MD {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.header.Copy()
+}
+
 // deliver fills the grpc.Header and grpc.Trailer call options.
 func (t *transportStream) deliver(opts []grpc.CallOption) {
 	t.mu.Lock()
@@ -179,34 +186,64 @@ func (t *transportStream) deliver(opts []grpc.CallOption) {
 	}
 }
 
-// stream is one in-process server-streaming call. The handler goroutine
-// sees it as serverSide, the caller as clientSide.
+// stream is one in-process server-streaming call. The handler runs as a
+// coroutine of the caller (iter.Pull): the caller's Header and RecvMsg
+// resume it until it sends its header or a message, or ends, so each
+// message passes from the handler's SendMsg to the caller's RecvMsg by a
+// direct switch, without a channel, a handshake or the scheduler waking a
+// goroutine. The handler must send from the goroutine it was called on (as
+// the service does; gRPC would let any one goroutine send). A caller that
+// stops receiving before the end cancels its context, as over gRPC: the
+// handler then runs to its end, each send failing.
 type stream struct {
 	transportStream
 	clientCtx, serverCtx context.Context
 	cancel               context.CancelFunc
-	// request and messages hand a message over; the receiver copies it
-	// and then signals taken, so the sender may reuse it once SendMsg
-	// returns, without a copy of its own.
-	request, messages chan proto.Message
-	taken             chan struct{}
-	headerOnce        sync.Once
-	headerSent        chan struct{}
-	done              chan struct{}
-	err               error // the handler's status; read after done
-	channel           *Channel
-	opts              []grpc.CallOption
-	handOver          bool // the request is passed by reference (WithHandOver)
+	channel              *Channel
+	opts                 []grpc.CallOption
+	handOver             bool          // the request is passed by reference (WithHandOver)
+	request              proto.Message // the one request, until the handler reads it
+
+	// mu serialises resuming the handler (next, stop): the caller's
+	// goroutine and, once the context ends, abandon's.
+	mu        sync.Mutex
+	next      func() (proto.Message, bool) // resumes the handler to its next message (nil: its header)
+	stop      func()
+	yield     func(proto.Message) bool // the handler's side of next
+	stopAfter func() bool              // unregisters abandon
+	started   bool
+	ended     bool          // the handler returned
+	err       error         // the handler's status, once ended
+	pending   proto.Message // a message sent while Header waited for the header
+	result    error         // what RecvMsg returned at the end, returned again
 }
 
-func (s *stream) sendHeader() { s.headerOnce.Do(func() { close(s.headerSent) }) }
+// resume runs the handler to its next message or its end; mu is held.
+func (s *stream) resume() (proto.Message, bool) {
+	s.started = true
+	return s.next()
+}
 
 func (s *stream) finish(err error) {
 	if err != nil {
 		s.err = toStatus(err)
 	}
-	s.sendHeader()
-	close(s.done)
+	s.ended = true
+}
+
+// abandon runs the handler to its end once the call's context ended with
+// the handler suspended in a send (the caller stopped receiving), or stops
+// it if it never started.
+func (s *stream) abandon() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		s.stop()
+		return
+	}
+	for !s.ended {
+		s.next()
+	}
 }
 
 // serverSide is the grpc.ServerStream the handler uses.
@@ -216,42 +253,42 @@ func (s *serverSide) Context() context.Context { return s.serverCtx }
 
 func (s *serverSide) SetHeader(md metadata.MD) error { return s.transportStream.SetHeader(md) }
 
+// SendHeader sets md and hands the header to a caller waiting in Header.
 func (s *serverSide) SendHeader(md metadata.MD) error {
 	_ = s.transportStream.SetHeader(md)
-	(*stream)(s).sendHeader()
+	if !s.yield(nil) {
+		return status.Error(codes.Canceled, "the call was canceled")
+	}
 	return nil
 }
 
 func (s *serverSide) SetTrailer(md metadata.MD) { _ = s.transportStream.SetTrailer(md) }
 
-// SendMsg hands m to the caller and returns once the caller has copied it.
+// SendMsg hands m to the caller's RecvMsg and returns when the caller
+// asks for the next one: the caller has copied m by then.
 func (s *serverSide) SendMsg(m any) error {
-	(*stream)(s).sendHeader()
-	select {
-	case s.messages <- m.(proto.Message):
-		<-s.taken
-		return nil
-	case <-s.serverCtx.Done():
-		return status.FromContextError(s.serverCtx.Err()).Err()
+	if err := s.serverCtx.Err(); err != nil {
+		return status.FromContextError(err).Err()
 	}
+	if !s.yield(m.(proto.Message)) {
+		return status.Error(codes.Canceled, "the call was canceled")
+	}
+	return nil
 }
 
+// RecvMsg gives the handler the request the caller sent, then io.EOF.
 func (s *serverSide) RecvMsg(m any) error {
-	select {
-	case req, ok := <-s.request:
-		if !ok {
-			return io.EOF
-		}
-		if s.handOver {
-			handOver(m.(proto.Message), req)
-		} else {
-			proto.Merge(m.(proto.Message), req)
-		}
-		s.taken <- struct{}{}
-		return nil
-	case <-s.serverCtx.Done():
-		return status.FromContextError(s.serverCtx.Err()).Err()
+	req := s.request
+	if req == nil {
+		return io.EOF
 	}
+	s.request = nil
+	if s.handOver {
+		handOver(m.(proto.Message), req)
+	} else {
+		proto.Merge(m.(proto.Message), req)
+	}
+	return nil
 }
 
 // clientSide is the grpc.ClientStream the caller uses.
@@ -259,72 +296,116 @@ type clientSide stream
 
 func (s *clientSide) Context() context.Context { return s.clientCtx }
 
+// Header runs the handler until it sent its header (with its first message
+// or SendHeader) or ended.
 func (s *clientSide) Header() (metadata.MD, error) {
-	select {
-	case <-s.headerSent:
-	case <-s.clientCtx.Done():
-		return nil, status.FromContextError(s.clientCtx.Err()).Err()
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.header.Copy(), nil
+	if !s.started && !s.ended {
+		if err := s.clientCtx.Err(); err != nil {
+			return nil, status.FromContextError(err).Err()
+		}
+		if msg, ok := (*stream)(s).resume(); ok {
+			s.pending = msg
+		}
+	}
+	return s.transportStream.headerCopy(), nil
 }
 
 func (s *clientSide) Trailer() metadata.MD {
-	select {
-	case <-s.done:
-	default:
-		return nil
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.ended {
+		return nil
+	}
+	s.transportStream.mu.Lock()
+	defer s.transportStream.mu.Unlock()
 	return s.trailer.Copy()
 }
 
-// SendMsg hands the one request message of a server stream to the
-// handler and returns once the handler has copied it.
+// SendMsg keeps the one request message of a server stream for the
+// handler: by reference when the call hands its messages over, else a copy.
 func (s *clientSide) SendMsg(m any) error {
 	if err := s.channel.checkSize(m); err != nil {
 		s.cancel()
 		return err
 	}
-	select {
-	case s.request <- m.(proto.Message):
-		<-s.taken
-		return nil
-	case <-s.done: // the handler ended without reading it
-		return nil
-	case <-s.clientCtx.Done():
-		return status.FromContextError(s.clientCtx.Err()).Err()
+	if s.handOver {
+		s.request = m.(proto.Message)
+	} else {
+		s.request = proto.Clone(m.(proto.Message))
 	}
-}
-
-func (s *clientSide) CloseSend() error {
-	close(s.request)
 	return nil
 }
 
-// RecvMsg returns the next message, io.EOF after a clean end, or the
-// handler's status.
+func (s *clientSide) CloseSend() error { return nil }
+
+// RecvMsg runs the handler to its next message and copies it into m, or
+// returns io.EOF after a clean end, or the handler's status.
 func (s *clientSide) RecvMsg(m any) error {
-	select {
-	case msg := <-s.messages:
-		proto.Merge(m.(proto.Message), msg)
-		s.taken <- struct{}{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		msg := s.pending
+		s.pending = nil
+		if msg == nil {
+			if s.ended || s.result != nil {
+				return (*stream)(s).end()
+			}
+			var ok bool
+			if msg, ok = (*stream)(s).resume(); !ok {
+				return (*stream)(s).end()
+			}
+			if msg == nil {
+				continue // the header alone
+			}
+		}
+		copyMessage(m.(proto.Message), msg)
 		return nil
-	case <-s.done: // every message was taken: the handover waits for it
-		if err := s.clientCtx.Err(); err != nil {
-			return status.FromContextError(err).Err()
-		}
-		s.transportStream.deliver(s.opts)
-		s.cancel()
-		if s.err != nil {
-			return s.err
-		}
-		return io.EOF
-	case <-s.clientCtx.Done():
-		return status.FromContextError(s.clientCtx.Err()).Err()
 	}
+}
+
+// end is RecvMsg's answer once the handler ended: the caller's own
+// cancellation, the handler's status or io.EOF; the call options get the
+// header and trailer.
+func (s *stream) end() error {
+	if s.result != nil {
+		return s.result
+	}
+	if err := s.clientCtx.Err(); err != nil {
+		s.result = status.FromContextError(err).Err()
+		return s.result
+	}
+	s.transportStream.deliver(s.opts)
+	s.stopAfter()
+	s.cancel()
+	s.result = io.EOF
+	if s.err != nil {
+		s.result = s.err
+	}
+	return s.result
+}
+
+// copyMessage copies src into dst, a new message of its type: an events
+// chunk into one buffer, anything else with proto.Merge.
+func copyMessage(dst, src proto.Message) {
+	d, ok := dst.(*coordinatorv1.GenerateStreamResponse)
+	events := src.(*coordinatorv1.GenerateStreamResponse).GetOpenai()
+	if !ok || events == nil {
+		proto.Merge(dst, src)
+		return
+	}
+	size := 0
+	for _, e := range events.GetData() {
+		size += len(e)
+	}
+	buf := make([]byte, 0, size)
+	data := make([][]byte, len(events.GetData()))
+	for i, e := range events.GetData() {
+		buf = append(buf, e...)
+		data[i] = buf[len(buf)-len(e) : len(buf) : len(buf)]
+	}
+	d.Chunk = &coordinatorv1.GenerateStreamResponse_Openai{Openai: &coordinatorv1.OpenAIEvents{Data: data}}
 }
 
 var _ grpc.ClientConnInterface = (*Channel)(nil)

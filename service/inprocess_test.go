@@ -26,6 +26,7 @@ type echoService struct {
 	coordinatorv1.UnimplementedCoordinatorServiceServer
 	events  int
 	blocked chan struct{} // if set, the stream waits for cancellation after one message
+	ended   chan error    // if set, gets what GenerateStream returns
 }
 
 func (e *echoService) Generate(ctx context.Context, req *coordinatorv1.GenerateRequest) (*coordinatorv1.GenerateResponse, error) {
@@ -44,7 +45,10 @@ func (e *echoService) Generate(ctx context.Context, req *coordinatorv1.GenerateR
 		Openai: &coordinatorv1.OpenAIResponse{Json: body}}}, nil
 }
 
-func (e *echoService) GenerateStream(req *coordinatorv1.GenerateStreamRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
+func (e *echoService) GenerateStream(req *coordinatorv1.GenerateStreamRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) (err error) {
+	if e.ended != nil {
+		defer func() { e.ended <- err }()
+	}
 	_ = stream.SetHeader(metadata.Pairs("x-request-id", req.GetRequestId()))
 	events := &coordinatorv1.OpenAIEvents{}
 	msg := &coordinatorv1.GenerateStreamResponse{Chunk: &coordinatorv1.GenerateStreamResponse_Openai{Openai: events}}
@@ -154,4 +158,47 @@ func TestChannelStreamValidatesAndCancels(t *testing.T) {
 	}
 	_, err = stream.Recv()
 	assert.Equal(t, codes.Canceled, status.Code(err))
+}
+
+// TestChannelStreamAbandoned checks a caller that stops receiving and
+// cancels leaves no handler behind: the handler, suspended in a send, runs
+// to its end with that send failing (goleak checks its goroutine is gone).
+func TestChannelStreamAbandoned(t *testing.T) {
+	t.Parallel()
+	svc := &echoService{events: 100, ended: make(chan error, 1)}
+	client := newTestChannel(t, svc, 1<<10)
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := client.GenerateStream(ctx, &coordinatorv1.GenerateStreamRequest{
+		Input: &coordinatorv1.GenerateStreamRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{Endpoint: 1, Json: []byte(`{}`)}}})
+	require.NoError(t, err)
+	msg, err := stream.Recv()
+	require.NoError(t, err)
+	assert.Equal(t, "a", string(msg.GetOpenai().GetData()[0]))
+	cancel()
+	select {
+	case err := <-svc.ended:
+		assert.Equal(t, codes.Canceled, status.Code(err), "the send after the cancellation failed")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the abandoned handler did not end")
+	}
+}
+
+// TestChannelStreamHeaderRunsTheHandler checks Header returns the header
+// the handler set with its first message, and that message still arrives.
+func TestChannelStreamHeaderRunsTheHandler(t *testing.T) {
+	t.Parallel()
+	client := newTestChannel(t, &echoService{events: 1}, 1<<10)
+	stream, err := client.GenerateStream(context.Background(), &coordinatorv1.GenerateStreamRequest{RequestId: "h1",
+		Input: &coordinatorv1.GenerateStreamRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{Endpoint: 1, Json: []byte(`{}`)}}})
+	require.NoError(t, err)
+	md, err := stream.Header()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"h1"}, md.Get("x-request-id"))
+	msg, err := stream.Recv()
+	require.NoError(t, err)
+	assert.Equal(t, "a", string(msg.GetOpenai().GetData()[0]), "the message sent with the header is not lost")
+	_, err = stream.Recv()
+	assert.Equal(t, codes.Aborted, status.Code(err))
+	_, err = stream.Recv()
+	assert.Equal(t, codes.Aborted, status.Code(err), "the end is returned again")
 }

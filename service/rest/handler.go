@@ -48,6 +48,7 @@ type Handler struct {
 // NewHandler builds the REST front over a CoordinatorService client.
 // maxBody caps request bodies (413 past it).
 func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClient, maxBody int64, ready *service.Readiness, m *metrics.Metrics) (*Handler, error) {
+	installQueryParser()
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, rawJSON{}),
 		runtime.WithMarshalerOption("application/json", rawJSON{}),
@@ -59,7 +60,6 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 		runtime.WithForwardResponseOption(forwardStatus),
 		runtime.WithDisableChunkedEncoding(), // net/http chunks a stream itself
 		runtime.WithDisablePathLengthFallback(),
-		runtime.SetQueryParameterParser(&frontQuery{}), // process-wide in grpc-gateway
 	)
 	if err := coordinatorv1.RegisterCoordinatorServiceHandlerClient(ctx, gw, client); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"net/url"
+	"sync"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
@@ -51,6 +52,17 @@ func (q *frontQuery) Parse(msg proto.Message, values url.Values, filter *utiliti
 	}
 	return q.DefaultQueryParser.Parse(msg, values, filter)
 }
+
+// installQueryParser makes frontQuery grpc-gateway's query parameter
+// parser. The parser is one for the whole process (SetQueryParameterParser
+// sets a package variable whichever mux it is given), so it is set once,
+// before the first mux is made, instead of as each mux's option, which
+// races with the muxes already serving.
+func installQueryParser() {
+	queryParserOnce.Do(func() { runtime.SetQueryParameterParser(&frontQuery{})(&runtime.ServeMux{}) })
+}
+
+var queryParserOnce sync.Once
 
 // only is values' one value for key.
 func only(values url.Values, key string) (string, bool) {
