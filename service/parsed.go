@@ -48,6 +48,18 @@ func handsOver(ctx context.Context) bool {
 	return ok
 }
 
+// checkedByFront reports whether the call is the REST front's, made
+// through the Channel with the document of the body it parsed
+// (WithParsedBody). Such a request meets every protovalidate rule by
+// construction: its request id passed requestid.OrNew (the rule's length
+// and alphabet), its endpoint is its route's, and its body is the JSON
+// object the front parsed (at least "{}"); rest's
+// TestFrontRequestsAreValid holds the front to it.
+func checkedByFront(ctx context.Context) bool {
+	v, _ := ctx.Value(handOverKey{}).(handOverValue)
+	return v.doc != nil && CalledInProcess(ctx)
+}
+
 // parsedBody returns the document WithParsedBody put in ctx when it was
 // parsed from these very bytes for format f, else nil.
 func parsedBody(ctx context.Context, body []byte, f steps.Format) *steps.Document {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"buf.build/go/protovalidate"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -274,4 +275,30 @@ func TestStreamBindingsAreNotRoutes(t *testing.T) {
 		assert.Equal(t, http.StatusNotFound, w.Code, path)
 	}
 	assert.Nil(t, f.gotStream)
+}
+
+// TestFrontRequestsAreValid holds the front to what lets the chain skip
+// protovalidate for its requests (service.checkedByFront): whatever the
+// client sends that reaches the service, the request the front builds
+// meets every rule of the proto.
+func TestFrontRequestsAreValid(t *testing.T) {
+	t.Parallel()
+	validator, err := protovalidate.New()
+	require.NoError(t, err)
+	ids := []string{"", "ok-1", "bad id!", strings.Repeat("a", 129), strings.Repeat("b", 128), "é", "a\x00b"}
+	bodies := []string{`{}`, `{"model":"m","messages":[]}`, `{"stream":true}`, `{"stream":false,"prompt":"x"}`, ` { "stream" : true } `}
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/inference/v1/generate"} {
+		for _, id := range ids {
+			for _, body := range bodies {
+				f := &fakeClient{unary: &coordinatorv1.GenerateResponse{Output: &coordinatorv1.GenerateResponse_Openai{Openai: &coordinatorv1.OpenAIResponse{Json: []byte(`{}`)}}}}
+				postTo(fakeFront(t, f), path, body, http.Header{"X-Request-Id": {id}})
+				var got proto.Message = f.gotUnary
+				if f.gotStream != nil {
+					got = f.gotStream
+				}
+				require.NotNil(t, got, "%s %q %s reached the service", path, id, body)
+				assert.NoError(t, validator.Validate(got), "%s %q %s", path, id, body)
+			}
+		}
+	}
 }
