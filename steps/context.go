@@ -5,51 +5,26 @@ import (
 	"net/http"
 
 	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/steps/legs"
 )
 
-// Format is the OpenAI-compatible API a body is written for. It decides how
-// legs are shaped and which worker path they hit.
-type Format int
+// Format is the OpenAI-compatible API a body is written for (legs.Format).
+// It decides how legs are shaped and which worker path they hit.
+type Format = legs.Format
 
 // The formats, with the worker path each one posts to.
 const (
-	FormatChat        Format = iota + 1 // POST /v1/chat/completions
-	FormatCompletions                   // POST /v1/completions
-	FormatGenerate                      // POST /inference/v1/generate (tokens-in)
+	FormatChat        = legs.FormatChat        // POST /v1/chat/completions
+	FormatCompletions = legs.FormatCompletions // POST /v1/completions
+	FormatGenerate    = legs.FormatGenerate    // POST /inference/v1/generate (tokens-in)
 )
 
 // Worker paths.
 const (
-	PathChat        = "/v1/chat/completions"
-	PathCompletions = "/v1/completions"
-	PathGenerate    = "/inference/v1/generate"
+	PathChat        = legs.PathChat
+	PathCompletions = legs.PathCompletions
+	PathGenerate    = legs.PathGenerate
 )
-
-// Path is the worker path of the format.
-func (f Format) Path() string {
-	switch f {
-	case FormatChat:
-		return PathChat
-	case FormatCompletions:
-		return PathCompletions
-	default:
-		return PathGenerate
-	}
-}
-
-// String names the format as logs and metrics do.
-func (f Format) String() string {
-	switch f {
-	case FormatChat:
-		return "chat"
-	case FormatCompletions:
-		return "completions"
-	case FormatGenerate:
-		return "generate"
-	default:
-		return "unknown"
-	}
-}
 
 // RequestContext is the state of one request as it moves through the
 // pipeline. It lives only as long as the request; steps run one at a time,

@@ -8,6 +8,7 @@ import (
 	"github.com/coordinator-project/coordinator/connectors/kv"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -134,7 +135,7 @@ func decodeBody(rc *RequestContext, kvParams []byte, imageUUIDs bool) ([][]byte,
 		}
 	case FormatGenerate:
 		if kvParams != nil {
-			if err := setNested(leg, keySamplingParams, keyExtraArgs, keyKVTransferParams, kvParams); err != nil {
+			if err := legs.SetNested(leg, keySamplingParams, keyExtraArgs, keyKVTransferParams, kvParams); err != nil {
 				return nil, err
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -73,7 +74,7 @@ func (e *Encode) Execute(ctx context.Context, rc *RequestContext) error {
 	if len(rc.Multimodal) == 0 || rc.Format == FormatGenerate {
 		return nil
 	}
-	format := resolveFormat(rc.Format, e.useOpenAIFormat)
+	format := legs.ResolveFormat(rc.Format, e.useOpenAIFormat)
 	for i, entry := range rc.Multimodal {
 		if entry.Placeholder.Length < 0 {
 			return fmt.Errorf("encode[%d]: negative placeholder length %d", i, entry.Placeholder.Length)
@@ -119,7 +120,7 @@ func (e *Encode) leg(ctx context.Context, rc *RequestContext, format Format, i i
 	if err != nil {
 		return nil, err
 	}
-	desc, err := answerParams(resp, name, keyECTransferParams)
+	desc, err := legs.AnswerParams(resp, name, keyECTransferParams)
 	if err != nil || desc == nil {
 		return nil, err
 	}

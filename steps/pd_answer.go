@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/steps/legs"
 )
 
 // This file holds the answer side of decisions D21 and D22: what the
@@ -63,7 +64,7 @@ type Usage struct {
 // cannot read (a usage that is not an object, say) are left out, never an
 // error: the KV is what the prefill leg is for.
 func readPrefillAnswer(resp *http.Response, f Format) (json.RawMessage, PrefillAnswer, error) {
-	obj, err := readAnswer(resp, PrefillType)
+	obj, err := legs.ReadAnswer(resp, PrefillType)
 	if err != nil || obj == nil {
 		return nil, PrefillAnswer{}, err
 	}
@@ -79,7 +80,7 @@ func readPrefillAnswer(resp *http.Response, f Format) (json.RawMessage, PrefillA
 	if raw, ok := holder.Get(keyPromptLogprobs); ok && len(raw) > 0 && raw[0] == '[' {
 		a.PromptLogprobs = bytes.Clone(raw)
 	}
-	return objectMember(obj, keyKVTransferParams), a, nil
+	return legs.ObjectMember(obj, keyKVTransferParams), a, nil
 }
 
 // answerCachedTokens reads usage.prompt_tokens_details.cached_tokens.

@@ -10,6 +10,7 @@ import (
 	"github.com/coordinator-project/coordinator/connectors/kv"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -101,7 +102,7 @@ func (p *Prefill) execute(ctx context.Context, rc *RequestContext) error {
 	if err != nil {
 		return fmt.Errorf("prefill: %w", err)
 	}
-	format := resolveFormat(rc.Format, p.useOpenAIFormat)
+	format := legs.ResolveFormat(rc.Format, p.useOpenAIFormat)
 	body, err := prefillBody(rc, format, kvParams, ecParams)
 	if err != nil {
 		return err
@@ -194,7 +195,7 @@ func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessag
 	switch f {
 	case FormatChat:
 		leg := doc.Leg()
-		if err := capSingleToken(leg, f); err != nil {
+		if err := legs.CapSingleToken(leg, f); err != nil {
 			return nil, err
 		}
 		if rc.Tokens.Len() > 0 {

@@ -10,6 +10,8 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+
+	"github.com/coordinator-project/coordinator/steps/legs"
 )
 
 // maxEventSize bounds one server-sent event from a worker.
@@ -25,7 +27,7 @@ func relay(resp *http.Response, sink Sink) error {
 	if media, _, _ := mime.ParseMediaType(ct); media == "text/event-stream" {
 		return relayEvents(resp.Body, sink)
 	}
-	body, err := readBody(resp, math.MaxInt64-1)
+	body, err := legs.ReadBody(resp, math.MaxInt64-1)
 	if err != nil {
 		return fmt.Errorf("read answer: %w", err)
 	}

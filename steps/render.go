@@ -13,6 +13,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
+	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -419,7 +420,7 @@ func (r *Render) post(ctx context.Context, rc *RequestContext, path string, body
 		return nil, err
 	}
 	defer resp.Body.Close()
-	answer, err := readBody(resp, maxRenderAnswer)
+	answer, err := legs.ReadBody(resp, maxRenderAnswer)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("render: %w", context.Cause(ctx))
