@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/steps/features"
 	"github.com/coordinator-project/coordinator/steps/legs"
 )
 
@@ -81,26 +82,19 @@ type RequestContext struct {
 	Timings []Timing
 }
 
-// MultimodalEntry is one image of the prompt.
-type MultimodalEntry struct {
-	// Index is the image's position among the body's image parts.
-	Index int
-	// Hash is the render service's content hash (mm_hash); "" until render.
-	Hash string
-	// ContentType and Base64Data hold an inlined image.
-	ContentType string
-	Base64Data  string
-	// KwargsData is the preprocessed tensor as raw JSON: a string, or null
-	// when the worker resolves it from its encoder cache.
-	KwargsData json.RawMessage
-	// Placeholder locates the image's placeholder tokens in Tokens.
-	Placeholder Placeholder
-}
+// MultimodalEntry is one image of the prompt (features.MultimodalEntry).
+type MultimodalEntry = features.MultimodalEntry
 
-// Placeholder is a run of placeholder tokens in the prompt.
-type Placeholder struct {
-	Offset int `json:"offset"`
-	Length int `json:"length"`
+// Placeholder is a run of placeholder tokens in the prompt
+// (features.Placeholder).
+type Placeholder = features.Placeholder
+
+// AppendFeatures writes a features object for images: mm_hashes and
+// mm_placeholders, and kwargs_data when withKwargs (features.Append, the
+// one writer of features: of every leg, and of the body the service builds
+// for a gRPC tokens request).
+func AppendFeatures(dst []byte, images []MultimodalEntry, withKwargs bool) []byte {
+	return features.Append(dst, images, withKwargs)
 }
 
 // Sink receives the answer of one request. A step calls either Response

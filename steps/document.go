@@ -2,6 +2,7 @@ package steps
 
 import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/steps/features"
 )
 
 // Document is the client's JSON body validated and indexed once, with the
@@ -31,6 +32,16 @@ type Document struct {
 	imagesDone bool
 }
 
+// Body keys the steps own.
+const (
+	keyKVTransferParams = "kv_transfer_params"
+	keyECTransferParams = "ec_transfer_params"
+	keySamplingParams   = "sampling_params"
+	keyExtraArgs        = "extra_args"
+	keyTokens           = "tokens"
+	keyPrompt           = "prompt"
+)
+
 // Indexes of the formats' bodies: what the steps read or edit.
 var (
 	chatIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
@@ -43,14 +54,9 @@ var (
 	completionsIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
 		keyPrompt: {Uint32s: true},
 	}}
-	featuresIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
-		"mm_hashes":       {Members: map[string]*jsonbody.Index{modalityImage: {}}},
-		"mm_placeholders": {Members: map[string]*jsonbody.Index{modalityImage: {Elements: &jsonbody.Index{}}}},
-		"kwargs_data":     {Members: map[string]*jsonbody.Index{modalityImage: {}}},
-	}}
 	generateIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
 		"token_ids":       {Uint32s: true},
-		"features":        featuresIndex,
+		"features":        features.Index,
 		keySamplingParams: {Members: map[string]*jsonbody.Index{keyExtraArgs: {}}},
 	}}
 )

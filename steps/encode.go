@@ -10,6 +10,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/steps/features"
 	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
@@ -174,19 +175,19 @@ func encodeBody(rc *RequestContext, format Format, i int, image *jsonbody.Object
 			image.AppendSegments(&b)
 		}
 		b.WriteString(`}]}],"tokens":`)
-		b.Write(appendTokens(nil, ids, alone))
+		b.Write(features.AppendTokens(nil, ids, alone))
 		b.WriteString(`,"max_tokens":1,"stream":false}`)
 	case FormatGenerate:
 		b.WriteString(`,"token_ids":`)
 		b.Write(ids)
 		b.WriteString(`,"features":`)
-		appendFeatureSegments(&b, alone)
+		features.AppendSegments(&b, alone)
 		b.WriteString(`,"sampling_params":{"max_tokens":1},"stream":false}`)
 	default: // completions: generate-shaped, capped at the top level
 		b.WriteString(`,"token_ids":`)
 		b.Write(ids)
 		b.WriteString(`,"features":`)
-		appendFeatureSegments(&b, alone)
+		features.AppendSegments(&b, alone)
 		b.WriteString(`,"max_tokens":1,"stream":false}`)
 	}
 	return b.Parts()

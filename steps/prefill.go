@@ -10,6 +10,7 @@ import (
 	"github.com/coordinator-project/coordinator/connectors/kv"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/steps/features"
 	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
@@ -264,7 +265,7 @@ func appendPrefillFeatures(b *jsonbody.Segments, images []MultimodalEntry) {
 		return
 	}
 	b.WriteString(`,"features":`)
-	appendFeatureSegments(b, images)
+	features.AppendSegments(b, images)
 }
 
 // completionsPrompt is the prompt of a completions prefill leg: the token

@@ -1,4 +1,4 @@
-package steps
+package features
 
 import (
 	"strconv"
@@ -6,80 +6,34 @@ import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 )
 
-// Body keys the steps own.
-const (
-	keyKVTransferParams = "kv_transfer_params"
-	keyECTransferParams = "ec_transfer_params"
-	keySamplingParams   = "sampling_params"
-	keyExtraArgs        = "extra_args"
-	keyTokens           = "tokens"
-	keyPrompt           = "prompt"
-)
-
-// appendTokens writes the chat "tokens" extension object:
+// AppendTokens writes the chat "tokens" extension object:
 // {"token_ids":[...],"features":{"mm_hashes":...,"mm_placeholders":...}},
 // with ids the token IDs' JSON. features is present only when there are
 // images.
-func appendTokens(dst, ids []byte, images []MultimodalEntry) []byte {
+func AppendTokens(dst, ids []byte, images []MultimodalEntry) []byte {
 	dst = append(dst, `{"token_ids":`...)
 	dst = append(dst, ids...)
 	if len(images) > 0 {
 		dst = append(dst, `,"features":`...)
-		dst = AppendFeatures(dst, images, false)
+		dst = Append(dst, images, false)
 	}
 	return append(dst, '}')
 }
 
-// tokensExtension is a request's chat "tokens" extension, written once for
-// every leg that carries it, and what it was written from.
-type tokensExtension struct {
-	json   []byte
-	ids    []byte
-	images []MultimodalEntry
-}
-
-// tokensExtension returns rc's chat "tokens" extension (appendTokens of
-// its Tokens and Multimodal): written on first use, and again only when a
-// step has since replaced rc.Tokens or rc.Multimodal.
-func (rc *RequestContext) tokensExtension() []byte {
-	ids := rc.Tokens.JSON()
-	c := &rc.tokensExt
-	if c.json != nil && sameMemory(c.ids, ids) && sameEntries(c.images, rc.Multimodal) {
-		return c.json
-	}
-	size := len(ids) + 96 // the members' names and braces, the features' too
-	for _, e := range rc.Multimodal {
-		size += 64 + len(e.Hash) // a hash and a placeholder
-	}
-	c.json = appendTokens(make([]byte, 0, size), ids, rc.Multimodal)
-	c.ids, c.images = ids, rc.Multimodal
-	return c.json
-}
-
-// sameMemory reports whether a and b are the same bytes in memory.
-func sameMemory(a, b []byte) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
-}
-
-// sameEntries reports whether a and b are the same slice.
-func sameEntries(a, b []MultimodalEntry) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
-}
-
-// AppendFeatures writes a features object for images: mm_hashes and
+// Append writes a features object for images: mm_hashes and
 // mm_placeholders, and kwargs_data when withKwargs (an empty tensor is
 // written as null, the worker's "from the encoder cache" sentinel). It is
 // the one writer of features: of every leg, and of the body the service
 // builds for a gRPC tokens request.
-func AppendFeatures(dst []byte, images []MultimodalEntry, withKwargs bool) []byte {
+func Append(dst []byte, images []MultimodalEntry, withKwargs bool) []byte {
 	w := &flatWriter{b: dst}
 	writeFeatures(w, images, withKwargs)
 	return w.b
 }
 
-// appendFeatureSegments is AppendFeatures with tensors, each kept by
-// reference when long.
-func appendFeatureSegments(s *jsonbody.Segments, images []MultimodalEntry) {
+// AppendSegments is Append with tensors, each kept by reference when
+// long.
+func AppendSegments(s *jsonbody.Segments, images []MultimodalEntry) {
 	writeFeatures(s, images, true)
 }
 
