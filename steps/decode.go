@@ -9,6 +9,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/steps/legs"
+	"github.com/coordinator-project/coordinator/steps/relay"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -72,7 +73,7 @@ func (d *Decode) Execute(ctx context.Context, rc *RequestContext) error {
 		}
 		return err
 	}
-	if err := relay(resp, answerSink(rc, rc.PrefillDone)); err != nil {
+	if err := relay.Answer(resp, answerSink(rc, rc.PrefillDone)); err != nil {
 		return fmt.Errorf("decode: %w", err)
 	}
 	return ErrDone
