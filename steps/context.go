@@ -7,6 +7,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps/features"
 	"github.com/coordinator-project/coordinator/steps/legs"
+	"github.com/coordinator-project/coordinator/steps/pd"
 )
 
 // Format is the OpenAI-compatible API a body is written for (legs.Format).
@@ -96,6 +97,13 @@ type Placeholder = features.Placeholder
 func AppendFeatures(dst []byte, images []MultimodalEntry, withKwargs bool) []byte {
 	return features.Append(dst, images, withKwargs)
 }
+
+// PrefillAnswer is what the prefill worker's answer leaves for the
+// client's answer (pd.PrefillAnswer).
+type PrefillAnswer = pd.PrefillAnswer
+
+// Usage is the token usage of an answer (pd.Usage).
+type Usage = pd.Usage
 
 // Sink receives the answer of one request. A step calls either Response
 // once, or Events for each batch of server-sent events; the first call

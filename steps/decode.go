@@ -9,6 +9,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/steps/legs"
+	"github.com/coordinator-project/coordinator/steps/pd"
 	"github.com/coordinator-project/coordinator/steps/relay"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
@@ -20,7 +21,7 @@ const DecodeType = "decode"
 // through the gateway (EPP-Profile: decode) on the client's original path
 // and relays the answer to the client as it arrives, event by event when
 // the worker streams; after a prefill, the answer's usage and prompt
-// logprobs come from the prefill worker (D21, D22: pd_answer.go). A
+// logprobs come from the prefill worker (D21, D22: package pd). A
 // worker's non-2xx answer reaches the client with its status and body
 // unchanged.
 type Decode struct {
@@ -114,7 +115,7 @@ func decodeBody(rc *RequestContext, kvParams []byte, imageUUIDs bool) ([][]byte,
 	}
 	leg := doc.Leg()
 	if kvParams != nil { // after a prefill: the prompt's logprobs are its (D22)
-		dropPromptLogprobs(leg, rc.Format)
+		pd.DropPromptLogprobs(leg, rc.Format)
 	}
 	switch rc.Format {
 	case FormatChat:
@@ -142,6 +143,18 @@ func decodeBody(rc *RequestContext, kvParams []byte, imageUUIDs bool) ([][]byte,
 		}
 	}
 	return doc.Write(leg), nil
+}
+
+// answerSink is the sink a decode-profile answer goes through to rc.Sink
+// (pd.AnswerSink): when prefillRan (its leg took the KV of the prefill that
+// ran) it applies D21 to the usage and merges the prefill's prompt
+// logprobs (D22); for every answer it records the usage in rc.Usage.
+func answerSink(rc *RequestContext, prefillRan bool) relay.Sink {
+	r := pd.Request{Format: rc.Format, Stream: rc.Stream, Usage: &rc.Usage}
+	if prefillRan {
+		r.Prefill = &rc.PrefillAnswer
+	}
+	return pd.AnswerSink(rc.Sink, r)
 }
 
 func anyHash(entries []MultimodalEntry) bool {
