@@ -169,11 +169,11 @@ func anyHash(entries []MultimodalEntry) bool {
 // setImageUUIDs gives the k-th image part of leg "uuid": the k-th entry's
 // hash, when that hash is known.
 func setImageUUIDs(doc *Document, leg *jsonbody.Object, entries []MultimodalEntry) {
-	for k := range doc.imageLocs() {
+	for k := range doc.imageParts() {
 		if k >= len(entries) || entries[k].Hash == "" {
 			continue
 		}
-		part, _ := doc.editImage(leg, k)
+		part, _ := doc.imageParts().Edit(leg, k)
 		part.Set("uuid", jsonbody.AppendString(nil, entries[k].Hash))
 	}
 }

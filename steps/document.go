@@ -3,6 +3,7 @@ package steps
 import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/steps/features"
+	"github.com/coordinator-project/coordinator/steps/imageparts"
 )
 
 // Document is the client's JSON body validated and indexed once, with the
@@ -28,7 +29,7 @@ type Document struct {
 	root   *jsonbody.Object
 	format Format
 	// images locates the chat image parts, found on first use.
-	images     []imageLoc
+	images     imageparts.Locations
 	imagesDone bool
 }
 
@@ -44,13 +45,7 @@ const (
 
 // Indexes of the formats' bodies: what the steps read or edit.
 var (
-	chatIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
-		"messages": {Elements: &jsonbody.Index{Members: map[string]*jsonbody.Index{
-			"content": {Elements: &jsonbody.Index{Members: map[string]*jsonbody.Index{
-				"image_url": {},
-			}}},
-		}}},
-	}}
+	chatIndex        = imageparts.Index // the messages down to each content part's image_url
 	completionsIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
 		keyPrompt: {Uint32s: true},
 	}}
@@ -112,6 +107,18 @@ func (d *Document) Write(o *jsonbody.Object) [][]byte {
 	var s jsonbody.Segments
 	o.AppendSegments(&s)
 	return s.Parts()
+}
+
+// imageParts locates the image parts of a chat document, in document
+// order, found on first use; another format has none.
+func (d *Document) imageParts() imageparts.Locations {
+	if !d.imagesDone {
+		d.imagesDone = true
+		if d.format == FormatChat {
+			d.images = imageparts.Find(d.root)
+		}
+	}
+	return d.images
 }
 
 // Bytes is the document as it stands in one slice: the client's bytes when

@@ -11,6 +11,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/steps/features"
+	"github.com/coordinator-project/coordinator/steps/imageparts"
 	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
@@ -139,7 +140,7 @@ func imageURLObjects(rc *RequestContext) ([]*jsonbody.Object, error) {
 		return nil, err
 	}
 	var images []*jsonbody.Object
-	_ = doc.forEachImage(doc.Root(), func(_ int, p imagePart) error {
+	_ = doc.imageParts().Each(doc.Root(), func(_ int, p imageparts.Part) error {
 		images = append(images, p.ImageURL)
 		return nil
 	})
