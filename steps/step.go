@@ -2,6 +2,14 @@
 // RequestContext, the Pipeline that runs configured steps in order, and one
 // file per built-in step.
 //
+// What the steps share lives in packages of its own below, which import
+// no step: legs (a leg's format, the single-token cap, reading its
+// answer), features (the vLLM features JSON), imageparts (a chat body's
+// image parts), pd (prefill/decode request and answer shaping) and relay
+// (the SSE relay). This package aliases the few of their names the service
+// uses (Format, MultimodalEntry, Usage, ...), so the service imports only
+// the contract and the step packages it wires.
+//
 // Steps never see transport types: they read and write the RequestContext,
 // call the gateway through steps/upstream, and write the client's answer
 // through the context's Sink.
