@@ -89,9 +89,10 @@ type tokensExtension struct {
 	images []MultimodalEntry
 }
 
-// tokensExtension returns rc's chat "tokens" extension (features.AppendTokens of
-// its Tokens and Multimodal): written on first use, and again only when a
-// step has since replaced rc.Tokens or rc.Multimodal.
+// tokensExtension returns rc's chat "tokens" extension
+// (features.AppendTokens of its Tokens and Multimodal): written on first
+// use, and again only when a step has since replaced rc.Tokens or
+// rc.Multimodal.
 func (rc *RequestContext) tokensExtension() []byte {
 	ids := rc.Tokens.JSON()
 	c := &rc.tokensExt

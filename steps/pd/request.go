@@ -45,15 +45,15 @@ type PromptAsk struct {
 	logprobs, tokensAsIDs []byte
 }
 
-// ReadPromptAsk reads root, a client body in format f, for D22. A chat or completions
-// stream asking for prompt logprobs (prompt_logprobs other than 0) is
-// refused as vLLM refuses it: no stream carries them, and the prefill leg,
+// ReadPromptAsk reads obj, a client body in format f (stream: it asked for
+// a stream), for D22. A chat or completions stream asking for prompt
+// logprobs (prompt_logprobs other than 0) is refused as vLLM refuses it
+// (legs.ErrInvalidRequest): no stream carries them, and the prefill leg,
 // which does not stream, would accept the request. Completions echo with
 // logprobs and max_tokens 0 (scoring the prompt alone) is refused too: the
 // decode leg without echo would have nothing to generate.
-func ReadPromptAsk(root *jsonbody.Object, f legs.Format, stream bool) (PromptAsk, error) {
+func ReadPromptAsk(obj *jsonbody.Object, f legs.Format, stream bool) (PromptAsk, error) {
 	var ask PromptAsk
-	obj := root
 	holder := obj
 	if f == legs.FormatGenerate {
 		sp, ok := memberObject(obj, keySamplingParams)
