@@ -80,12 +80,13 @@ helm-check: ## helm lint and helm template of deploy/helm/coordinator (defaults 
 	$(HELM) template coordinator $(CHART) --namespace coordinator $(HELM_FLAGS) $(HELM_ALL_ON) > /dev/null
 
 .PHONY: lint
-lint: $(BUF) ## go vet, staticcheck (pinned in go.mod), gofmt and buf lint.
+lint: $(BUF) ## go vet, staticcheck (pinned in go.mod), gofmt, buf lint and the import rules.
 	go vet ./...
 	go tool staticcheck ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || (echo "gofmt: $$out" >&2; exit 1)
 	$(BUF) lint
 	@! go list -deps ./cmd/coordinator | grep -q '/coordinator/sim$$' || (echo "cmd/coordinator must not import the simulator" >&2; exit 1)
+	@! go list -f '{{join .Imports "\n"}}' ./service/... | grep -Eq '/coordinator/steps/(legs|features|imageparts|pd|relay)$$' || (echo "service/ imports the steps contract and step packages, not the libraries under steps/" >&2; exit 1)
 
 .PHONY: run
 run: build ## Start the simulator and the coordinator on config/dev.yaml (REST :8080, gRPC :9090).

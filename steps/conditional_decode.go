@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/steps/relay"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -78,7 +79,7 @@ func (c *ConditionalDecode) Execute(ctx context.Context, rc *RequestContext) err
 		return err
 	}
 	// No KV came with this answer: its usage goes to the client untouched.
-	if err := relay(resp, answerSink(rc, false)); err != nil {
+	if err := relay.Answer(resp, answerSink(rc, false)); err != nil {
 		return fmt.Errorf("%s: %w", ConditionalDecodeType, err)
 	}
 	return ErrDone

@@ -5,51 +5,28 @@ import (
 	"net/http"
 
 	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/steps/features"
+	"github.com/coordinator-project/coordinator/steps/legs"
+	"github.com/coordinator-project/coordinator/steps/pd"
 )
 
-// Format is the OpenAI-compatible API a body is written for. It decides how
-// legs are shaped and which worker path they hit.
-type Format int
+// Format is the OpenAI-compatible API a body is written for (legs.Format).
+// It decides how legs are shaped and which worker path they hit.
+type Format = legs.Format
 
 // The formats, with the worker path each one posts to.
 const (
-	FormatChat        Format = iota + 1 // POST /v1/chat/completions
-	FormatCompletions                   // POST /v1/completions
-	FormatGenerate                      // POST /inference/v1/generate (tokens-in)
+	FormatChat        = legs.FormatChat        // POST /v1/chat/completions
+	FormatCompletions = legs.FormatCompletions // POST /v1/completions
+	FormatGenerate    = legs.FormatGenerate    // POST /inference/v1/generate (tokens-in)
 )
 
 // Worker paths.
 const (
-	PathChat        = "/v1/chat/completions"
-	PathCompletions = "/v1/completions"
-	PathGenerate    = "/inference/v1/generate"
+	PathChat        = legs.PathChat
+	PathCompletions = legs.PathCompletions
+	PathGenerate    = legs.PathGenerate
 )
-
-// Path is the worker path of the format.
-func (f Format) Path() string {
-	switch f {
-	case FormatChat:
-		return PathChat
-	case FormatCompletions:
-		return PathCompletions
-	default:
-		return PathGenerate
-	}
-}
-
-// String names the format as logs and metrics do.
-func (f Format) String() string {
-	switch f {
-	case FormatChat:
-		return "chat"
-	case FormatCompletions:
-		return "completions"
-	case FormatGenerate:
-		return "generate"
-	default:
-		return "unknown"
-	}
-}
 
 // RequestContext is the state of one request as it moves through the
 // pipeline. It lives only as long as the request; steps run one at a time,
@@ -106,27 +83,27 @@ type RequestContext struct {
 	Timings []Timing
 }
 
-// MultimodalEntry is one image of the prompt.
-type MultimodalEntry struct {
-	// Index is the image's position among the body's image parts.
-	Index int
-	// Hash is the render service's content hash (mm_hash); "" until render.
-	Hash string
-	// ContentType and Base64Data hold an inlined image.
-	ContentType string
-	Base64Data  string
-	// KwargsData is the preprocessed tensor as raw JSON: a string, or null
-	// when the worker resolves it from its encoder cache.
-	KwargsData json.RawMessage
-	// Placeholder locates the image's placeholder tokens in Tokens.
-	Placeholder Placeholder
+// MultimodalEntry is one image of the prompt (features.MultimodalEntry).
+type MultimodalEntry = features.MultimodalEntry
+
+// Placeholder is a run of placeholder tokens in the prompt
+// (features.Placeholder).
+type Placeholder = features.Placeholder
+
+// AppendFeatures writes a features object for images: mm_hashes and
+// mm_placeholders, and kwargs_data when withKwargs (features.Append, the
+// one writer of features: of every leg, and of the body the service builds
+// for a gRPC tokens request).
+func AppendFeatures(dst []byte, images []MultimodalEntry, withKwargs bool) []byte {
+	return features.Append(dst, images, withKwargs)
 }
 
-// Placeholder is a run of placeholder tokens in the prompt.
-type Placeholder struct {
-	Offset int `json:"offset"`
-	Length int `json:"length"`
-}
+// PrefillAnswer is what the prefill worker's answer leaves for the
+// client's answer (pd.PrefillAnswer).
+type PrefillAnswer = pd.PrefillAnswer
+
+// Usage is the token usage of an answer (pd.Usage).
+type Usage = pd.Usage
 
 // Sink receives the answer of one request. A step calls either Response
 // once, or Events for each batch of server-sent events; the first call

@@ -8,6 +8,9 @@ import (
 	"github.com/coordinator-project/coordinator/connectors/kv"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/steps/legs"
+	"github.com/coordinator-project/coordinator/steps/pd"
+	"github.com/coordinator-project/coordinator/steps/relay"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -18,7 +21,7 @@ const DecodeType = "decode"
 // through the gateway (EPP-Profile: decode) on the client's original path
 // and relays the answer to the client as it arrives, event by event when
 // the worker streams; after a prefill, the answer's usage and prompt
-// logprobs come from the prefill worker (D21, D22: pd_answer.go). A
+// logprobs come from the prefill worker (D21, D22: package pd). A
 // worker's non-2xx answer reaches the client with its status and body
 // unchanged.
 type Decode struct {
@@ -71,7 +74,7 @@ func (d *Decode) Execute(ctx context.Context, rc *RequestContext) error {
 		}
 		return err
 	}
-	if err := relay(resp, answerSink(rc, rc.PrefillDone)); err != nil {
+	if err := relay.Answer(resp, answerSink(rc, rc.PrefillDone)); err != nil {
 		return fmt.Errorf("decode: %w", err)
 	}
 	return ErrDone
@@ -112,7 +115,7 @@ func decodeBody(rc *RequestContext, kvParams []byte, imageUUIDs bool) ([][]byte,
 	}
 	leg := doc.Leg()
 	if kvParams != nil { // after a prefill: the prompt's logprobs are its (D22)
-		dropPromptLogprobs(leg, rc.Format)
+		pd.DropPromptLogprobs(leg, rc.Format)
 	}
 	switch rc.Format {
 	case FormatChat:
@@ -134,12 +137,24 @@ func decodeBody(rc *RequestContext, kvParams []byte, imageUUIDs bool) ([][]byte,
 		}
 	case FormatGenerate:
 		if kvParams != nil {
-			if err := setNested(leg, keySamplingParams, keyExtraArgs, keyKVTransferParams, kvParams); err != nil {
+			if err := legs.SetNested(leg, keySamplingParams, keyExtraArgs, keyKVTransferParams, kvParams); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return doc.Write(leg), nil
+}
+
+// answerSink is the sink a decode-profile answer goes through to rc.Sink
+// (pd.AnswerSink): when prefillRan (its leg took the KV of the prefill that
+// ran) it applies D21 to the usage and merges the prefill's prompt
+// logprobs (D22); for every answer it records the usage in rc.Usage.
+func answerSink(rc *RequestContext, prefillRan bool) relay.Sink {
+	r := pd.Request{Format: rc.Format, Stream: rc.Stream, Usage: &rc.Usage}
+	if prefillRan {
+		r.Prefill = &rc.PrefillAnswer
+	}
+	return pd.AnswerSink(rc.Sink, r)
 }
 
 func anyHash(entries []MultimodalEntry) bool {
@@ -154,11 +169,11 @@ func anyHash(entries []MultimodalEntry) bool {
 // setImageUUIDs gives the k-th image part of leg "uuid": the k-th entry's
 // hash, when that hash is known.
 func setImageUUIDs(doc *Document, leg *jsonbody.Object, entries []MultimodalEntry) {
-	for k := range doc.imageLocs() {
+	for k := range doc.imageParts() {
 		if k >= len(entries) || entries[k].Hash == "" {
 			continue
 		}
-		part, _ := doc.editImage(leg, k)
+		part, _ := doc.imageParts().Edit(leg, k)
 		part.Set("uuid", jsonbody.AppendString(nil, entries[k].Hash))
 	}
 }

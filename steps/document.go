@@ -2,6 +2,8 @@ package steps
 
 import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/steps/features"
+	"github.com/coordinator-project/coordinator/steps/imageparts"
 )
 
 // Document is the client's JSON body validated and indexed once, with the
@@ -27,30 +29,29 @@ type Document struct {
 	root   *jsonbody.Object
 	format Format
 	// images locates the chat image parts, found on first use.
-	images     []imageLoc
+	images     imageparts.Locations
 	imagesDone bool
 }
 
+// Body keys the steps own.
+const (
+	keyKVTransferParams = "kv_transfer_params"
+	keyECTransferParams = "ec_transfer_params"
+	keySamplingParams   = "sampling_params"
+	keyExtraArgs        = "extra_args"
+	keyTokens           = "tokens"
+	keyPrompt           = "prompt"
+)
+
 // Indexes of the formats' bodies: what the steps read or edit.
 var (
-	chatIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
-		"messages": {Elements: &jsonbody.Index{Members: map[string]*jsonbody.Index{
-			"content": {Elements: &jsonbody.Index{Members: map[string]*jsonbody.Index{
-				"image_url": {},
-			}}},
-		}}},
-	}}
+	chatIndex        = imageparts.Index // the messages down to each content part's image_url
 	completionsIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
 		keyPrompt: {Uint32s: true},
 	}}
-	featuresIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
-		"mm_hashes":       {Members: map[string]*jsonbody.Index{modalityImage: {}}},
-		"mm_placeholders": {Members: map[string]*jsonbody.Index{modalityImage: {Elements: &jsonbody.Index{}}}},
-		"kwargs_data":     {Members: map[string]*jsonbody.Index{modalityImage: {}}},
-	}}
 	generateIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
 		"token_ids":       {Uint32s: true},
-		"features":        featuresIndex,
+		"features":        features.Index,
 		keySamplingParams: {Members: map[string]*jsonbody.Index{keyExtraArgs: {}}},
 	}}
 )
@@ -106,6 +107,18 @@ func (d *Document) Write(o *jsonbody.Object) [][]byte {
 	var s jsonbody.Segments
 	o.AppendSegments(&s)
 	return s.Parts()
+}
+
+// imageParts locates the image parts of a chat document, in document
+// order, found on first use; another format has none.
+func (d *Document) imageParts() imageparts.Locations {
+	if !d.imagesDone {
+		d.imagesDone = true
+		if d.format == FormatChat {
+			d.images = imageparts.Find(d.root)
+		}
+	}
+	return d.images
 }
 
 // Bytes is the document as it stands in one slice: the client's bytes when

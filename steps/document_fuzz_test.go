@@ -80,7 +80,7 @@ func FuzzDocument(f *testing.F) {
 }
 
 // imagePartsOf is the image parts of a decoded chat body, in order, by the
-// rule imageLocs applies to the raw document.
+// rule imageparts.Find applies to the raw document.
 func imagePartsOf(body map[string]any) []map[string]any {
 	var out []map[string]any
 	msgs, _ := body["messages"].([]any)

@@ -10,6 +10,9 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/steps/features"
+	"github.com/coordinator-project/coordinator/steps/imageparts"
+	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -73,7 +76,7 @@ func (e *Encode) Execute(ctx context.Context, rc *RequestContext) error {
 	if len(rc.Multimodal) == 0 || rc.Format == FormatGenerate {
 		return nil
 	}
-	format := resolveFormat(rc.Format, e.useOpenAIFormat)
+	format := legs.ResolveFormat(rc.Format, e.useOpenAIFormat)
 	for i, entry := range rc.Multimodal {
 		if entry.Placeholder.Length < 0 {
 			return fmt.Errorf("encode[%d]: negative placeholder length %d", i, entry.Placeholder.Length)
@@ -119,7 +122,7 @@ func (e *Encode) leg(ctx context.Context, rc *RequestContext, format Format, i i
 	if err != nil {
 		return nil, err
 	}
-	desc, err := answerParams(resp, name, keyECTransferParams)
+	desc, err := legs.AnswerParams(resp, name, keyECTransferParams)
 	if err != nil || desc == nil {
 		return nil, err
 	}
@@ -137,7 +140,7 @@ func imageURLObjects(rc *RequestContext) ([]*jsonbody.Object, error) {
 		return nil, err
 	}
 	var images []*jsonbody.Object
-	_ = doc.forEachImage(doc.Root(), func(_ int, p imagePart) error {
+	_ = doc.imageParts().Each(doc.Root(), func(_ int, p imageparts.Part) error {
 		images = append(images, p.ImageURL)
 		return nil
 	})
@@ -173,19 +176,19 @@ func encodeBody(rc *RequestContext, format Format, i int, image *jsonbody.Object
 			image.AppendSegments(&b)
 		}
 		b.WriteString(`}]}],"tokens":`)
-		b.Write(appendTokens(nil, ids, alone))
+		b.Write(features.AppendTokens(nil, ids, alone))
 		b.WriteString(`,"max_tokens":1,"stream":false}`)
 	case FormatGenerate:
 		b.WriteString(`,"token_ids":`)
 		b.Write(ids)
 		b.WriteString(`,"features":`)
-		appendFeatureSegments(&b, alone)
+		features.AppendSegments(&b, alone)
 		b.WriteString(`,"sampling_params":{"max_tokens":1},"stream":false}`)
 	default: // completions: generate-shaped, capped at the top level
 		b.WriteString(`,"token_ids":`)
 		b.Write(ids)
 		b.WriteString(`,"features":`)
-		appendFeatureSegments(&b, alone)
+		features.AppendSegments(&b, alone)
 		b.WriteString(`,"max_tokens":1,"stream":false}`)
 	}
 	return b.Parts()

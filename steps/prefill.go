@@ -10,6 +10,9 @@ import (
 	"github.com/coordinator-project/coordinator/connectors/kv"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/steps/features"
+	"github.com/coordinator-project/coordinator/steps/legs"
+	"github.com/coordinator-project/coordinator/steps/pd"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -101,7 +104,7 @@ func (p *Prefill) execute(ctx context.Context, rc *RequestContext) error {
 	if err != nil {
 		return fmt.Errorf("prefill: %w", err)
 	}
-	format := resolveFormat(rc.Format, p.useOpenAIFormat)
+	format := legs.ResolveFormat(rc.Format, p.useOpenAIFormat)
 	body, err := prefillBody(rc, format, kvParams, ecParams)
 	if err != nil {
 		return err
@@ -118,7 +121,7 @@ func (p *Prefill) execute(ctx context.Context, rc *RequestContext) error {
 	if err != nil {
 		return err
 	}
-	kvAnswer, answer, err := readPrefillAnswer(resp, format)
+	kvAnswer, answer, err := pd.ReadPrefillAnswer(resp, PrefillType, format)
 	if err != nil {
 		return err
 	}
@@ -169,7 +172,7 @@ func fallbackReason(ctx context.Context, err error) string {
 
 // prefillBody writes the prefill leg in format f. kvParams is always sent;
 // ecParams only when non-nil. The prompt's logprobs are asked here, of the
-// prefill leg only (D22, pd_request.go).
+// prefill leg only (D22, package pd).
 //
 //   - chat: the client's body, capped to one token, with "tokens" (token
 //     IDs and features without tensors; only when there are token IDs,
@@ -187,14 +190,14 @@ func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessag
 	if err != nil {
 		return nil, err
 	}
-	ask, err := readPromptAsk(rc, doc)
+	ask, err := pd.ReadPromptAsk(doc.Root(), rc.Format, rc.Stream)
 	if err != nil {
 		return nil, err
 	}
 	switch f {
 	case FormatChat:
 		leg := doc.Leg()
-		if err := capSingleToken(leg, f); err != nil {
+		if err := legs.CapSingleToken(leg, f); err != nil {
 			return nil, err
 		}
 		if rc.Tokens.Len() > 0 {
@@ -212,7 +215,7 @@ func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessag
 		b.Ref(completionsPrompt(rc, doc))
 		b.WriteString(`,"kv_transfer_params":`)
 		b.Write(kvParams)
-		appendCompletionsCap(&b, ask, rc.Stream)
+		pd.AppendCompletionsCap(&b, ask, rc.Stream)
 		appendPrefillFeatures(&b, rc.Multimodal)
 		if ecParams != nil {
 			b.WriteString(`,"ec_transfer_params":`)
@@ -227,7 +230,7 @@ func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessag
 		b.Ref(rc.Tokens.JSON())
 		appendPrefillFeatures(&b, rc.Multimodal)
 		b.WriteString(`,"sampling_params":{"max_tokens":1`)
-		appendSamplingAsk(&b, ask, rc.Stream)
+		pd.AppendSamplingAsk(&b, ask, rc.Stream)
 		b.WriteString(`,"extra_args":{"kv_transfer_params":`)
 		b.Write(kvParams)
 		if ecParams != nil {
@@ -263,7 +266,7 @@ func appendPrefillFeatures(b *jsonbody.Segments, images []MultimodalEntry) {
 		return
 	}
 	b.WriteString(`,"features":`)
-	appendFeatureSegments(b, images)
+	features.AppendSegments(b, images)
 }
 
 // completionsPrompt is the prompt of a completions prefill leg: the token

@@ -13,6 +13,8 @@ import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
+	"github.com/coordinator-project/coordinator/steps/features"
+	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -213,7 +215,7 @@ func (r *Render) chat(ctx context.Context, rc *RequestContext) error {
 		return err
 	}
 	rawFeatures, _ := obj.Get("features")
-	rendered, err := imageFeatures(rawFeatures, obj.Object("features"))
+	rendered, err := features.Parse(rawFeatures, obj.Object("features"))
 	if err != nil {
 		return fmt.Errorf("render: decode answer: %w", err)
 	}
@@ -234,7 +236,7 @@ func (r *Render) chat(ctx context.Context, rc *RequestContext) error {
 // renderAnswerIndex indexes a render answer: its token IDs and features.
 var renderAnswerIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
 	"token_ids": {Uint32s: true},
-	"features":  featuresIndex,
+	"features":  features.Index,
 }}
 
 // enrichEntries gives the seeded entries render's hash, tensor and
@@ -368,11 +370,11 @@ func (r *Render) generate(rc *RequestContext) error {
 		return err
 	}
 	rawFeatures, _ := obj.Get("features")
-	entries, err := imageFeatures(rawFeatures, obj.Object("features"))
+	entries, err := features.Parse(rawFeatures, obj.Object("features"))
 	if err != nil {
 		return Invalidf("%v", err)
 	}
-	if err := checkPlaceholderBounds(entries, st.Len); err != nil {
+	if err := features.CheckBounds(entries, st.Len); err != nil {
 		return Invalidf("%v", err)
 	}
 	if err := r.checkPlaceholders(entries); err != nil {
@@ -419,7 +421,7 @@ func (r *Render) post(ctx context.Context, rc *RequestContext, path string, body
 		return nil, err
 	}
 	defer resp.Body.Close()
-	answer, err := readBody(resp, maxRenderAnswer)
+	answer, err := legs.ReadBody(resp, maxRenderAnswer)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("render: %w", context.Cause(ctx))
@@ -465,7 +467,7 @@ func (r *Render) checkPlaceholders(entries []MultimodalEntry) error {
 	if r.maxPlaceholders <= 0 {
 		return nil
 	}
-	if total := placeholderTotal(entries); total > r.maxPlaceholders {
+	if total := features.PlaceholderTotal(entries); total > r.maxPlaceholders {
 		return Invalidf("too many placeholder tokens: got %d, max %d", total, r.maxPlaceholders)
 	}
 	return nil

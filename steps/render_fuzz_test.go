@@ -161,7 +161,7 @@ func refRender(answer []byte, chat bool) (rendered, error) {
 }
 
 // refFeatures reads the image entries of a features value (see
-// imageFeatures' contract).
+// features.Parse's contract).
 func refFeatures(v any) ([]renderedImage, error) {
 	if v == nil {
 		return nil, nil

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/steps/imageparts"
 	"github.com/coordinator-project/coordinator/steps/media"
 )
 
@@ -33,7 +34,7 @@ const DefaultMaxMultimodalEntries = 64
 const maxDownloadSizeMB = (math.MaxInt64 - 1) / (1 << 20)
 
 // ReplaceMediaURLs inlines a chat request's images. It finds the image_url
-// parts of body.messages (the parts every step sees: see imageLocs),
+// parts of body.messages (the parts every step sees: see imageparts.Find),
 // checks those already inlined as data: URIs, downloads the others through
 // an SSRF-safe media.Downloader and rewrites each downloaded part's
 // image_url.url to a base64 data: URI, leaving the part's other fields
@@ -138,7 +139,7 @@ func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) erro
 	}
 	var urls []string
 	var where []imageAt // where each image is, for errors
-	_ = doc.forEachImage(doc.Root(), func(_ int, p imagePart) error {
+	_ = doc.imageParts().Each(doc.Root(), func(_ int, p imageparts.Part) error {
 		urls = append(urls, p.URL)
 		where = append(where, imageAt{p.Message, p.Content})
 		return nil
@@ -183,7 +184,7 @@ func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) erro
 		raw, b64 := dataURIJSON(images[n].MediaType, images[n].Data)
 		images[n].Data = nil
 		entries[k].ContentType, entries[k].Base64Data = images[n].MediaType, b64
-		_, imageURL := doc.editImage(doc.Root(), k)
+		_, imageURL := doc.imageParts().Edit(doc.Root(), k)
 		imageURL.Set("url", raw)
 	}
 	rc.Multimodal = entries

@@ -2,6 +2,14 @@
 // RequestContext, the Pipeline that runs configured steps in order, and one
 // file per built-in step.
 //
+// What the steps share lives in packages of its own below, which import
+// no step: legs (a leg's format, the single-token cap, reading its
+// answer), features (the vLLM features JSON), imageparts (a chat body's
+// image parts), pd (prefill/decode request and answer shaping) and relay
+// (the SSE relay). This package aliases the few of their names the service
+// uses (Format, MultimodalEntry, Usage, ...), so the service imports only
+// the contract and the step packages it wires.
+//
 // Steps never see transport types: they read and write the RequestContext,
 // call the gateway through steps/upstream, and write the client's answer
 // through the context's Sink.
@@ -10,9 +18,10 @@ package steps
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"go.uber.org/fx"
+
+	"github.com/coordinator-project/coordinator/steps/legs"
 )
 
 // Step is one configured stage of the pipeline. A Step is built once at
@@ -32,12 +41,12 @@ var ErrDone = errors.New("pipeline done")
 
 // ErrInvalidRequest marks errors caused by the client's input. Wrap it:
 // fmt.Errorf("%w: prompt must be a string or token array", ErrInvalidRequest).
-var ErrInvalidRequest = errors.New("invalid request")
+// It is legs.ErrInvalidRequest, so that the packages under steps/ mark
+// client faults with it too.
+var ErrInvalidRequest = legs.ErrInvalidRequest
 
 // Invalidf returns an ErrInvalidRequest error with a message for the client.
-func Invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
-}
+func Invalidf(format string, args ...any) error { return legs.Invalidf(format, args...) }
 
 // Plugin is one step type, as the fx value group "steps" carries it. The
 // pipeline builder calls New once per occurrence of Type in the config.

@@ -135,34 +135,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	env := &fleet{Group: procs.NewGroup(dir)}
 	defer env.stopAll()
 	hopScenarios, cascadeScenarios, probes := splitScenarios(o.scenarios)
-	var (
-		direct, proxy  target
-		coordinators   map[string]target
-		cascadeTargets []target
-		all            []target // every coordinator, for perf
-	)
-	if len(hopScenarios) > 0 {
-		sim, err := env.startSim(ctx, simBin, "sim", false)
-		if err != nil {
-			return err
-		}
-		direct = target{name: "direct", base: sim.Gateway, sim: sim.Process}
-		if proxy, err = env.startProxy(ctx, self, sim.Gateway); err != nil {
-			return err
-		}
-		proxy.sim = sim.Process
-		if coordinators, err = env.startCoordinators(ctx, coordinatorBin, sim, hopScenarios); err != nil {
-			return err
-		}
-		for _, t := range coordinators {
-			all = append(all, t)
-		}
-	}
-	if len(cascadeScenarios) > 0 {
-		if cascadeTargets, err = env.startCascade(ctx, coordinatorBin, simBin); err != nil {
-			return err
-		}
-		all = append(all, cascadeTargets...)
+	ts, err := env.startTargets(ctx, coordinatorBin, simBin, self, hopScenarios, len(cascadeScenarios) > 0)
+	if err != nil {
+		return err
 	}
 
 	l := &loader{
@@ -173,86 +148,166 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		maxRequests: o.maxRequests,
 	}
 	if o.perfPath != "" {
-		if err := env.startPerf(o.perfPath, all); err != nil {
+		if err := env.startPerf(o.perfPath, ts.all); err != nil {
 			return err
 		}
 	}
 
 	writeHeader(stdout, o, hopScenarios)
-	var cells []*cell
-	failed := 0
-	measure := func(sc scenario, concurrency []int, targets []target) {
-		for _, conc := range concurrency {
-			if ctx.Err() != nil {
-				return
-			}
-			fmt.Fprintf(stderr, "measuring %s at %d concurrent...\n", sc.name, conc)
-			c, err := l.runCell(ctx, sc, conc, targets)
-			if ctx.Err() != nil {
-				return
-			}
-			if err != nil {
-				c.Err = err.Error()
-				failed++
-			}
-			cells = append(cells, c)
-			writeCell(stdout, c)
+	m := &measurer{ctx: ctx, l: l, stdout: stdout, stderr: stderr}
+	if err := m.hops(hopScenarios, o.concurrency, ts); err != nil {
+		return err
+	}
+	// The cascade's preflight runs only now, so that the hop scenarios
+	// above run next to idle cascade processes that never served anything.
+	m.cascade(cascadeScenarios, o, ts.cascade)
+	m.res.perfErr = env.stopPerf()
+	m.res.probes, m.res.probeErr = l.runProbes(ctx, env, coordinatorBin, simBin, self, probes, o.idleStreams, stderr)
+	if ctx.Err() != nil {
+		return errors.New("interrupted")
+	}
+	return m.res.report(stdout, o)
+}
+
+// targets are the processes a run measures.
+type targets struct {
+	// direct, proxy and coordinators (by pipeline key) serve the hop
+	// scenarios; cascade the cascade ones.
+	direct, proxy target
+	coordinators  map[string]target
+	cascade       []target
+	all           []target // every coordinator, for perf
+}
+
+// startTargets starts the simulator, the proxy and a coordinator per
+// pipeline of the hop scenarios when there are some, and the cascade's
+// processes when withCascade.
+func (f *fleet) startTargets(ctx context.Context, coordinatorBin, simBin, self string, hop []scenario, withCascade bool) (targets, error) {
+	var ts targets
+	if len(hop) > 0 {
+		sim, err := f.startSim(ctx, simBin, "sim", false)
+		if err != nil {
+			return ts, err
+		}
+		ts.direct = target{name: "direct", base: sim.Gateway, sim: sim.Process}
+		if ts.proxy, err = f.startProxy(ctx, self, sim.Gateway); err != nil {
+			return ts, err
+		}
+		ts.proxy.sim = sim.Process
+		if ts.coordinators, err = f.startCoordinators(ctx, coordinatorBin, sim, hop); err != nil {
+			return ts, err
+		}
+		for _, t := range ts.coordinators {
+			ts.all = append(ts.all, t)
 		}
 	}
-	for _, sc := range hopScenarios {
+	if withCascade {
+		var err error
+		if ts.cascade, err = f.startCascade(ctx, coordinatorBin, simBin); err != nil {
+			return ts, err
+		}
+		ts.all = append(ts.all, ts.cascade...)
+	}
+	return ts, nil
+}
+
+// results are what a run measured, and what went wrong along the way.
+type results struct {
+	cells        []*cell
+	failed       int // cells that failed
+	preflights   []preflight
+	preflightErr error
+	probes       probeResults
+	probeErr     error
+	perfErr      error
+}
+
+// measurer measures cells and writes each as it ends.
+type measurer struct {
+	ctx            context.Context
+	l              *loader
+	stdout, stderr io.Writer
+	res            results
+}
+
+// measure measures sc at each concurrency on targets, until ctx ends.
+func (m *measurer) measure(sc scenario, concurrency []int, targets []target) {
+	for _, conc := range concurrency {
+		if m.ctx.Err() != nil {
+			return
+		}
+		fmt.Fprintf(m.stderr, "measuring %s at %d concurrent...\n", sc.name, conc)
+		c, err := m.l.runCell(m.ctx, sc, conc, targets)
+		if m.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			c.Err = err.Error()
+			m.res.failed++
+		}
+		m.res.cells = append(m.res.cells, c)
+		writeCell(m.stdout, c)
+	}
+}
+
+// hops measures the hop scenarios on direct, proxy and their pipeline's
+// coordinator; a scenario whose template cannot be built fails the run.
+func (m *measurer) hops(scs []scenario, concurrency []int, ts targets) error {
+	for _, sc := range scs {
 		if sc.template == nil && sc.newTemplate != nil {
+			var err error
 			if sc.template, err = sc.newTemplate(); err != nil {
 				return fmt.Errorf("%s: %w", sc.name, err)
 			}
 		}
-		measure(sc, concurrencyOf(sc, o.concurrency), []target{direct, proxy, coordinators[sc.pipeline.key()]})
+		m.measure(sc, concurrencyOf(sc, concurrency), []target{ts.direct, ts.proxy, ts.coordinators[sc.pipeline.key()]})
 	}
-	// The cascade's preflight runs only now, so that the hop scenarios
-	// above run next to idle cascade processes that never served anything.
-	var (
-		preflights   []preflight
-		preflightErr error
-	)
-	if len(cascadeScenarios) > 0 && ctx.Err() == nil {
-		preflights, preflightErr = l.preflights(ctx, cascadeScenarios, cascadeTargets, stderr)
-		writeCascadeHeader(stdout, o, preflights)
-		if preflightErr != nil && ctx.Err() == nil {
-			fmt.Fprintf(stdout, "\n== cascade scenarios ==\nABORTED: %v\n", preflightErr)
+	return nil
+}
+
+// cascade runs the cascade's preflight, then, when it passed, measures the
+// cascade scenarios; a failed preflight is reported and kept in m.res.
+func (m *measurer) cascade(scs []scenario, o options, targets []target) {
+	if len(scs) > 0 && m.ctx.Err() == nil {
+		m.res.preflights, m.res.preflightErr = m.l.preflights(m.ctx, scs, targets, m.stderr)
+		writeCascadeHeader(m.stdout, o, m.res.preflights)
+		if m.res.preflightErr != nil && m.ctx.Err() == nil {
+			fmt.Fprintf(m.stdout, "\n== cascade scenarios ==\nABORTED: %v\n", m.res.preflightErr)
 		}
 	}
-	if preflightErr == nil {
-		for _, sc := range cascadeScenarios {
-			measure(sc, o.cascadeConcurrency, cascadeTargets)
+	if m.res.preflightErr == nil {
+		for _, sc := range scs {
+			m.measure(sc, o.cascadeConcurrency, targets)
 		}
 	}
-	perfErr := env.stopPerf()
-	pr, probeErr := l.runProbes(ctx, env, coordinatorBin, simBin, self, probes, o.idleStreams, stderr)
-	if ctx.Err() != nil {
-		return errors.New("interrupted")
-	}
-	writeSummary(stdout, cells)
-	writeCascadeSummary(stdout, cells)
-	writeMemory(stdout, pr.Memory)
-	writeIdle(stdout, pr.Idle)
+}
+
+// report writes the summaries and the JSON results, then returns the first
+// failure: a probe's, perf's, the preflight's, then the failed cells.
+func (r *results) report(stdout io.Writer, o options) error {
+	writeSummary(stdout, r.cells)
+	writeCascadeSummary(stdout, r.cells)
+	writeMemory(stdout, r.probes.Memory)
+	writeIdle(stdout, r.probes.Idle)
 	if o.jsonPath != "" {
-		if err := writeJSON(o.jsonPath, o, preflights, cells, pr); err != nil {
+		if err := writeJSON(o.jsonPath, o, r.preflights, r.cells, r.probes); err != nil {
 			return err
 		}
 	}
-	if probeErr != nil {
-		return probeErr
+	if r.probeErr != nil {
+		return r.probeErr
 	}
-	if perfErr != nil {
-		return perfErr
+	if r.perfErr != nil {
+		return r.perfErr
 	}
 	if o.perfPath != "" {
 		fmt.Fprintf(stdout, "\nperf profile of the coordinator: perf report -i %s\n", o.perfPath)
 	}
-	if preflightErr != nil {
-		return preflightErr
+	if r.preflightErr != nil {
+		return r.preflightErr
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d cells failed", failed, len(cells))
+	if r.failed > 0 {
+		return fmt.Errorf("%d of %d cells failed", r.failed, len(r.cells))
 	}
 	return nil
 }

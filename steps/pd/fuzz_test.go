@@ -1,4 +1,4 @@
-package steps
+package pd
 
 import (
 	"bytes"
@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
 
 // FuzzPDAnswer passes an arbitrary prefill answer and an arbitrary decode
-// answer (whole, then as one event of a stream) through readPrefillAnswer
-// and answerSink, for each client format (seeds here and in
+// answer (whole, then as one event of a stream) through ReadPrefillAnswer
+// and AnswerSink, for each client format (seeds here and in
 // testdata/fuzz/FuzzPDAnswer). No panic, no error; a decode answer that is
 // one JSON object reaches the client as one JSON object, with every
 // top-level member D21 and D22 do not own as the worker sent it; any other
@@ -39,17 +40,17 @@ func FuzzPDAnswer(f *testing.F) {
 		f.Add([]byte(seed.prefill), []byte(seed.decode), seed.format)
 	}
 	f.Fuzz(func(t *testing.T, prefill, decode []byte, format uint8) {
-		f := Format(format%3) + FormatChat
+		f := legs.Format(format%3) + legs.FormatChat
 		resp := &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(bytes.NewReader(prefill))}
-		_, answer, err := readPrefillAnswer(resp, f)
+		_, answer, err := ReadPrefillAnswer(resp, "prefill", f)
 		if err != nil {
 			return // not an answer the prefill step takes
 		}
 		decodeObj, parseErr := jsonbody.ParseObject(decode)
 		for _, stream := range []bool{false, true} {
 			sink := &steptest.Sink{}
-			rc := &RequestContext{Format: f, Stream: stream, PrefillDone: true, PrefillAnswer: answer, Sink: sink}
-			s := answerSink(rc, true)
+			var usage Usage
+			s := AnswerSink(sink, Request{Format: f, Stream: stream, Prefill: &answer, Usage: &usage})
 			var out []byte
 			if stream {
 				require.NoError(t, s.Events([][]byte{decode, []byte("[DONE]")}))

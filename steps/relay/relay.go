@@ -1,4 +1,7 @@
-package steps
+// Package relay passes a worker's answer on to the client as it arrives:
+// the header, then each server-sent event of a stream in batches (the SSE
+// relay), or the whole body of a JSON answer.
+package relay
 
 import (
 	"bufio"
@@ -10,22 +13,36 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+
+	"github.com/coordinator-project/coordinator/steps/legs"
 )
 
 // maxEventSize bounds one server-sent event from a worker.
 const maxEventSize = 16 << 20
 
-// relay passes a worker's 2xx answer to the sink: its header, then each
+// Sink is what the relay writes the answer to (steps.Sink, whose contract
+// it follows: Header once, then Response once or Events per batch).
+type Sink interface {
+	// Header delivers the header of the worker's answer.
+	Header(h http.Header)
+	// Response delivers a whole answer: status, content type and body.
+	Response(status int, contentType string, body []byte) error
+	// Events delivers the data of server-sent events that arrived together;
+	// the slices are valid only during the call.
+	Events(data [][]byte) error
+}
+
+// Answer passes a worker's 2xx answer to the sink: its header, then each
 // server-sent event as it arrives when the worker streams, otherwise the
 // whole body. It closes the response body.
-func relay(resp *http.Response, sink Sink) error {
+func Answer(resp *http.Response, sink Sink) error {
 	defer resp.Body.Close()
 	sink.Header(resp.Header)
 	ct := resp.Header.Get("Content-Type")
 	if media, _, _ := mime.ParseMediaType(ct); media == "text/event-stream" {
 		return relayEvents(resp.Body, sink)
 	}
-	body, err := readBody(resp, math.MaxInt64-1)
+	body, err := legs.ReadBody(resp, math.MaxInt64-1)
 	if err != nil {
 		return fmt.Errorf("read answer: %w", err)
 	}

@@ -1,4 +1,4 @@
-package steps
+package relay
 
 import (
 	"io"

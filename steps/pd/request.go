@@ -1,18 +1,27 @@
-package steps
+// Package pd shapes what prefill/decode disaggregation changes in a
+// request and its answer (compat decisions D21 and D22): the prefill leg
+// asks for the prompt's logprobs and the decode leg does not (request.go);
+// the prefill answer's prefix-cache hits, prompt logprobs and completions
+// echo are read (answer.go) and merged into the decode worker's answer as
+// it passes to the client, a whole answer or a stream (answer.go,
+// echo.go).
+package pd
 
 import (
 	"strconv"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/steps/legs"
 )
 
 // This file holds the request side of decision D22: after P/D the decode
 // worker has the prompt's KV but not its logits, so whatever asks for the
 // prompt's logprobs goes to the prefill leg and never to the decode leg.
-// The answer side (merging them into the client's answer) is pd_answer.go.
+// The answer side (merging them into the client's answer) is answer.go.
 
 // Body keys of D22.
 const (
+	keySamplingParams = "sampling_params"
 	keyPromptLogprobs = "prompt_logprobs"
 	keyEcho           = "echo"
 	keyLogprobs       = "logprobs"
@@ -21,9 +30,9 @@ const (
 	keyTokensAsIDs = "return_tokens_as_token_ids"
 )
 
-// promptAsk is what a request asks of its prompt's logprobs, as the prefill
+// PromptAsk is what a request asks of its prompt's logprobs, as the prefill
 // leg must ask it.
-type promptAsk struct {
+type PromptAsk struct {
 	// promptLogprobs is the client's prompt_logprobs (generate:
 	// sampling_params.prompt_logprobs); nil when absent or null.
 	promptLogprobs []byte
@@ -36,17 +45,17 @@ type promptAsk struct {
 	logprobs, tokensAsIDs []byte
 }
 
-// readPromptAsk reads the client body for D22. A chat or completions
-// stream asking for prompt logprobs (prompt_logprobs other than 0) is
-// refused as vLLM refuses it: no stream carries them, and the prefill leg,
+// ReadPromptAsk reads obj, a client body in format f (stream: it asked for
+// a stream), for D22. A chat or completions stream asking for prompt
+// logprobs (prompt_logprobs other than 0) is refused as vLLM refuses it
+// (legs.ErrInvalidRequest): no stream carries them, and the prefill leg,
 // which does not stream, would accept the request. Completions echo with
 // logprobs and max_tokens 0 (scoring the prompt alone) is refused too: the
 // decode leg without echo would have nothing to generate.
-func readPromptAsk(rc *RequestContext, doc *Document) (promptAsk, error) {
-	var ask promptAsk
-	obj := doc.Root()
+func ReadPromptAsk(obj *jsonbody.Object, f legs.Format, stream bool) (PromptAsk, error) {
+	var ask PromptAsk
 	holder := obj
-	if rc.Format == FormatGenerate {
+	if f == legs.FormatGenerate {
 		sp, ok := memberObject(obj, keySamplingParams)
 		if !ok {
 			return ask, nil
@@ -55,16 +64,16 @@ func readPromptAsk(rc *RequestContext, doc *Document) (promptAsk, error) {
 	}
 	if raw, ok := holder.Get(keyPromptLogprobs); ok && !jsonbody.IsNull(raw) {
 		ask.promptLogprobs = raw
-		if v, isInt := jsonbody.Int(raw); rc.Stream && rc.Format != FormatGenerate && isInt && v != 0 {
-			return ask, Invalidf("prompt_logprobs are not available when stream=True")
+		if v, isInt := jsonbody.Int(raw); stream && f != legs.FormatGenerate && isInt && v != 0 {
+			return ask, legs.Invalidf("prompt_logprobs are not available when stream=True")
 		}
 	}
-	if rc.Format != FormatCompletions || !echoWithLogprobs(obj) {
+	if f != legs.FormatCompletions || !echoWithLogprobs(obj) {
 		return ask, nil
 	}
 	if raw, ok := obj.Get(keyMaxTokens); ok {
 		if v, isInt := jsonbody.Int(raw); isInt && v == 0 {
-			return ask, Invalidf("echo with logprobs and max_tokens 0 needs a pipeline without a prefill step: " +
+			return ask, legs.Invalidf("echo with logprobs and max_tokens 0 needs a pipeline without a prefill step: " +
 				"after prefill/decode disaggregation only the prefill worker has the prompt's logprobs")
 		}
 	}
@@ -88,12 +97,12 @@ func echoWithLogprobs(obj *jsonbody.Object) bool {
 	return ok && !jsonbody.IsNull(lp)
 }
 
-// appendCompletionsCap ends the fields of a fresh completions prefill leg
+// AppendCompletionsCap ends the fields of a fresh completions prefill leg
 // after its kv_transfer_params: one token unstreamed, and what D22 moves
 // there. With echo it asks vLLM's "echo without generation" (max_tokens 0:
 // the engine still runs one token, so the KV is kept for decode, and the
 // answer is exactly the prompt's text and logprobs).
-func appendCompletionsCap(b *jsonbody.Segments, ask promptAsk, stream bool) {
+func AppendCompletionsCap(b *jsonbody.Segments, ask PromptAsk, stream bool) {
 	if !ask.echo {
 		b.WriteString(`,"max_tokens":1,"stream":false`)
 		if ask.promptLogprobs != nil && !stream {
@@ -114,10 +123,10 @@ func appendCompletionsCap(b *jsonbody.Segments, ask promptAsk, stream bool) {
 	}
 }
 
-// appendSamplingAsk adds ,"prompt_logprobs":.. to the sampling_params of a
+// AppendSamplingAsk adds ,"prompt_logprobs":.. to the sampling_params of a
 // fresh generate prefill leg when the client asked for prompt logprobs of a
 // non-streamed answer (a stream never carries them).
-func appendSamplingAsk(b *jsonbody.Segments, ask promptAsk, stream bool) {
+func AppendSamplingAsk(b *jsonbody.Segments, ask PromptAsk, stream bool) {
 	if ask.promptLogprobs == nil || stream {
 		return
 	}
@@ -125,13 +134,13 @@ func appendSamplingAsk(b *jsonbody.Segments, ask promptAsk, stream bool) {
 	b.Write(ask.promptLogprobs)
 }
 
-// dropPromptLogprobs removes from a decode leg that follows a prefill what
+// DropPromptLogprobs removes from a decode leg that follows a prefill what
 // would ask the decode worker for the prompt's logprobs: prompt_logprobs
 // (generate: in sampling_params) and a completions echo with logprobs. A
 // generate sampling_params that is not an object is left to the worker.
-func dropPromptLogprobs(obj *jsonbody.Object, f Format) {
-	if f != FormatGenerate {
-		if f == FormatCompletions && echoWithLogprobs(obj) {
+func DropPromptLogprobs(obj *jsonbody.Object, f legs.Format) {
+	if f != legs.FormatGenerate {
+		if f == legs.FormatCompletions && echoWithLogprobs(obj) {
 			obj.Delete(keyEcho)
 		}
 		obj.Delete(keyPromptLogprobs)

@@ -1,4 +1,4 @@
-package steps
+package relay
 
 import (
 	"errors"
@@ -42,7 +42,7 @@ func TestRelayEvents(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			sink := &steptest.Sink{}
-			require.NoError(t, relay(response("text/event-stream; charset=utf-8", tt.body), sink))
+			require.NoError(t, Answer(response("text/event-stream; charset=utf-8", tt.body), sink))
 			assert.Equal(t, tt.want, sink.EventStrings())
 			assert.Zero(t, sink.Status, "a stream is not a whole response")
 		})
@@ -53,7 +53,7 @@ func TestRelayJSONPassesBytesThrough(t *testing.T) {
 	t.Parallel()
 	sink := &steptest.Sink{}
 	body := `{"id":"x",  "choices":[]}`
-	require.NoError(t, relay(response("application/json", body), sink))
+	require.NoError(t, Answer(response("application/json", body), sink))
 	assert.Equal(t, http.StatusOK, sink.Status)
 	assert.Equal(t, "application/json", sink.ContentType)
 	assert.Equal(t, body, string(sink.Body))
@@ -64,7 +64,7 @@ func TestRelayStopsWhenTheSinkFails(t *testing.T) {
 	t.Parallel()
 	gone := errors.New("client gone")
 	sink := &steptest.Sink{FailAfter: 1, Err: gone}
-	err := relay(response("text/event-stream", "data: 1\n\ndata: 2\n\ndata: 3\n\n"), sink)
+	err := Answer(response("text/event-stream", "data: 1\n\ndata: 2\n\ndata: 3\n\n"), sink)
 	assert.ErrorIs(t, err, gone)
 	assert.Equal(t, []string{"1"}, sink.EventStrings())
 }
@@ -74,7 +74,7 @@ func TestRelayFlushesWhenNothingMoreIsWaiting(t *testing.T) {
 	t.Run("events that arrive together travel together", func(t *testing.T) {
 		t.Parallel()
 		sink := &steptest.Sink{}
-		require.NoError(t, relay(response("text/event-stream", "data: 1\n\ndata: 2\n\ndata: 3\n\n"), sink))
+		require.NoError(t, Answer(response("text/event-stream", "data: 1\n\ndata: 2\n\ndata: 3\n\n"), sink))
 		assert.Equal(t, []string{"1", "2", "3"}, sink.EventStrings())
 		assert.Equal(t, []int{3}, sink.Batches, "one batch for the events read together")
 	})
@@ -85,7 +85,7 @@ func TestRelayFlushesWhenNothingMoreIsWaiting(t *testing.T) {
 		done := make(chan error, 1)
 		resp := response("text/event-stream", "")
 		resp.Body = pr
-		go func() { done <- relay(resp, sink) }()
+		go func() { done <- Answer(resp, sink) }()
 		for i, e := range []string{"a", "b"} {
 			_, err := pw.Write([]byte("data: " + e + "\n\n"))
 			require.NoError(t, err)

@@ -1,4 +1,4 @@
-package steps
+package features
 
 import (
 	"errors"
@@ -12,13 +12,21 @@ import (
 // the features maps are ignored.
 const modalityImage = "image"
 
+// Index indexes a features value for Parse (jsonbody.ParseIndexed): its
+// image hashes, placeholders and tensors.
+var Index = &jsonbody.Index{Members: map[string]*jsonbody.Index{
+	"mm_hashes":       {Members: map[string]*jsonbody.Index{modalityImage: {}}},
+	"mm_placeholders": {Members: map[string]*jsonbody.Index{modalityImage: {Elements: &jsonbody.Index{}}}},
+	"kwargs_data":     {Members: map[string]*jsonbody.Index{modalityImage: {}}},
+}}
+
 // jsonNull is the raw JSON literal null.
 var jsonNull = []byte("null")
 
-// imageFeatures reads the image entries of a vLLM GenerateRequest
+// Parse reads the image entries of a vLLM GenerateRequest
 // "features" value: render's answer to a chat render, or the client's body on
 // /inference/v1/generate. raw is the value's JSON text, nil when absent, and
-// features the value indexed with featuresIndex (nil when it is not an
+// features the value indexed with Index (nil when it is not an
 // object):
 //
 //	{"mm_hashes":       {"image": ["h0", ...]},
@@ -34,7 +42,7 @@ var jsonNull = []byte("null")
 //
 // Any present value of the wrong shape is an error, never taken as absent.
 // Errors are plain: the caller decides whose fault the value is.
-func imageFeatures(raw []byte, features *jsonbody.Object) ([]MultimodalEntry, error) {
+func Parse(raw []byte, features *jsonbody.Object) ([]MultimodalEntry, error) {
 	if raw == nil || jsonbody.IsNull(raw) {
 		return nil, nil
 	}
@@ -139,11 +147,11 @@ func nonNegativeInt(obj *jsonbody.Object, key string) (int, bool) {
 	return int(v), true
 }
 
-// checkPlaceholderBounds checks that every placeholder run lies inside a
+// CheckBounds checks that every placeholder run lies inside a
 // prompt of tokenCount tokens: offset < tokenCount and offset+length <=
 // tokenCount (computed without overflow). Client-supplied geometry is
 // checked before any step indexes the prompt or allocates from a length.
-func checkPlaceholderBounds(entries []MultimodalEntry, tokenCount int) error {
+func CheckBounds(entries []MultimodalEntry, tokenCount int) error {
 	for i, e := range entries {
 		off, length := e.Placeholder.Offset, e.Placeholder.Length
 		if off < 0 || off >= tokenCount {
@@ -156,9 +164,9 @@ func checkPlaceholderBounds(entries []MultimodalEntry, tokenCount int) error {
 	return nil
 }
 
-// placeholderTotal sums the placeholder lengths, saturating at MaxInt so an
+// PlaceholderTotal sums the placeholder lengths, saturating at MaxInt so an
 // overflowing sum still exceeds any limit.
-func placeholderTotal(entries []MultimodalEntry) int {
+func PlaceholderTotal(entries []MultimodalEntry) int {
 	total := 0
 	for _, e := range entries {
 		if e.Placeholder.Length > math.MaxInt-total {

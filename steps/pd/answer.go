@@ -1,4 +1,4 @@
-package steps
+package pd
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"net/http"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/steps/legs"
+	"github.com/coordinator-project/coordinator/steps/relay"
 )
 
 // This file holds the answer side of decisions D21 and D22: what the
@@ -18,6 +20,7 @@ import (
 
 // Answer keys of D21 and D22.
 const (
+	keyKVTransferParams    = "kv_transfer_params"
 	keyUsage               = "usage"
 	keyPromptTokens        = "prompt_tokens"
 	keyCompletionTokens    = "completion_tokens"
@@ -57,20 +60,21 @@ type Usage struct {
 	CompletionTokens int64
 }
 
-// readPrefillAnswer reads the prefill worker's answer, written in format f:
+// ReadPrefillAnswer reads the answer of the prefill leg named leg, written
+// in format f:
 // a copy of its kv_transfer_params object (nil when it sent none) and what
 // the client's answer takes from it. Parts of the answer the coordinator
 // cannot read (a usage that is not an object, say) are left out, never an
 // error: the KV is what the prefill leg is for.
-func readPrefillAnswer(resp *http.Response, f Format) (json.RawMessage, PrefillAnswer, error) {
-	obj, err := readAnswer(resp, PrefillType)
+func ReadPrefillAnswer(resp *http.Response, leg string, f legs.Format) (json.RawMessage, PrefillAnswer, error) {
+	obj, err := legs.ReadAnswer(resp, leg)
 	if err != nil || obj == nil {
 		return nil, PrefillAnswer{}, err
 	}
 	var a PrefillAnswer
 	a.CachedTokens, a.HasCachedTokens = answerCachedTokens(obj, f)
 	holder := obj // where prompt_logprobs sits: top level, or a completions choice
-	if f == FormatCompletions {
+	if f == legs.FormatCompletions {
 		if holder = firstChoice(obj); holder == nil {
 			holder = &jsonbody.Object{}
 		}
@@ -79,18 +83,18 @@ func readPrefillAnswer(resp *http.Response, f Format) (json.RawMessage, PrefillA
 	if raw, ok := holder.Get(keyPromptLogprobs); ok && len(raw) > 0 && raw[0] == '[' {
 		a.PromptLogprobs = bytes.Clone(raw)
 	}
-	return objectMember(obj, keyKVTransferParams), a, nil
+	return legs.ObjectMember(obj, keyKVTransferParams), a, nil
 }
 
 // answerCachedTokens reads usage.prompt_tokens_details.cached_tokens.
-func answerCachedTokens(obj *jsonbody.Object, f Format) (int64, bool) {
+func answerCachedTokens(obj *jsonbody.Object, f legs.Format) (int64, bool) {
 	usage, ok := memberObject(obj, keyUsage)
 	if !ok {
 		return 0, false
 	}
 	details, ok := memberObject(usage, keyPromptTokensDetails)
 	if !ok {
-		return 0, f == FormatGenerate && !hasValue(usage, keyPromptTokensDetails)
+		return 0, f == legs.FormatGenerate && !hasValue(usage, keyPromptTokensDetails)
 	}
 	n, ok := memberInt(details, keyCachedTokens)
 	return n, ok && n >= 0
@@ -119,44 +123,57 @@ func firstChoice(obj *jsonbody.Object) *jsonbody.Object {
 	return choice
 }
 
-// answerSink is the sink a decode-profile answer goes through to rc.Sink:
-// when pd (its leg took the KV of the prefill that ran) it applies D21 to
-// the usage and merges the prefill's prompt logprobs (D22); for every
-// answer it records the usage in rc.Usage.
-func answerSink(rc *RequestContext, pd bool) Sink {
-	s := &clientAnswer{rc: rc, next: rc.Sink, pd: pd}
-	if s.pd && rc.PrefillAnswer.Echo != nil && rc.Stream {
-		s.echo = newEchoStream(rc.PrefillAnswer.Echo)
+// Request is what the client's answer sink needs of the request.
+type Request struct {
+	// Format is the client's API; Stream is whether it asked for a stream.
+	Format legs.Format
+	Stream bool
+	// Prefill is what the prefill worker's answer left when the leg took
+	// the KV of the prefill that ran (D21 and D22 apply); nil otherwise.
+	Prefill *PrefillAnswer
+	// Usage receives the answer's usage, when it has one.
+	Usage *Usage
+}
+
+// AnswerSink is the sink a decode-profile answer goes through to next:
+// after a prefill (r.Prefill set) it applies D21 to the usage and merges
+// the prefill's prompt logprobs (D22); for every answer it records the
+// usage in *r.Usage.
+func AnswerSink(next relay.Sink, r Request) relay.Sink {
+	s := &clientAnswer{next: next, format: r.Format, prefill: r.Prefill, usage: r.Usage}
+	if s.prefill != nil && s.prefill.Echo != nil && r.Stream {
+		s.echo = newEchoStream(s.prefill.Echo)
 	}
 	return s
 }
 
-// clientAnswer is answerSink's sink.
+// clientAnswer is AnswerSink's sink.
 type clientAnswer struct {
-	rc   *RequestContext
-	next Sink
-	pd   bool // a prefill ran: D21 and D22 apply
-	echo *echoStream
-	out  [][]byte // the batch handed on, when an event was rewritten
+	next    relay.Sink
+	format  legs.Format
+	prefill *PrefillAnswer // nil: no prefill ran, D21 and D22 do not apply
+	usage   *Usage
+	echo    *echoStream
+	out     [][]byte // the batch handed on, when an event was rewritten
 }
 
 // usageKey marks an event that may carry a usage: JSON text holds the
 // quoted key only as a key (inside a string its quotes are escaped).
 var usageKey = []byte(`"usage"`)
 
-// Header implements Sink: the worker's answer header goes on unchanged.
+// Header implements relay.Sink: the worker's answer header goes on unchanged.
 func (s *clientAnswer) Header(h http.Header) { s.next.Header(h) }
 
-// Response implements Sink.
+// Response implements relay.Sink.
 func (s *clientAnswer) Response(status int, contentType string, body []byte) error {
-	if !s.pd && !bytes.Contains(body, usageKey) {
+	if s.prefill == nil && !bytes.Contains(body, usageKey) {
 		return s.next.Response(status, contentType, body) // nothing to read or change
 	}
 	if obj, err := jsonbody.ParseObject(body); err == nil {
 		changed := false
-		if s.pd {
-			changed = billUsage(obj, s.rc.PrefillAnswer, s.rc.Format)
-			changed = mergePromptLogprobs(obj, s.rc.PrefillAnswer, s.rc.Format) || changed
+		if s.prefill != nil {
+			changed = billUsage(obj, *s.prefill, s.format)
+			changed = mergePromptLogprobs(obj, *s.prefill, s.format) || changed
 		}
 		s.record(obj)
 		if changed {
@@ -166,7 +183,7 @@ func (s *clientAnswer) Response(status int, contentType string, body []byte) err
 	return s.next.Response(status, contentType, body)
 }
 
-// Events implements Sink.
+// Events implements relay.Sink.
 func (s *clientAnswer) Events(data [][]byte) error {
 	batch := data
 	for i, ev := range data {
@@ -197,8 +214,8 @@ func (s *clientAnswer) event(ev []byte) ([]byte, bool) {
 	if needsEcho {
 		changed = s.echo.rewrite(obj)
 	}
-	if s.pd {
-		changed = billUsage(obj, s.rc.PrefillAnswer, s.rc.Format) || changed
+	if s.prefill != nil {
+		changed = billUsage(obj, *s.prefill, s.format) || changed
 	}
 	s.record(obj)
 	if !changed {
@@ -219,7 +236,7 @@ func (s *clientAnswer) record(obj *jsonbody.Object) {
 	if details, ok := memberObject(usage, keyPromptTokensDetails); ok {
 		u.CachedTokens, _ = memberInt(details, keyCachedTokens)
 	}
-	s.rc.Usage = u
+	*s.usage = u
 }
 
 // billUsage applies D21 to an answer's usage: when it reports
@@ -230,7 +247,7 @@ func (s *clientAnswer) record(obj *jsonbody.Object) {
 // answer leaves a zero count out, as vLLM's /inference/v1/generate does.
 // prompt_tokens, completion_tokens and total_tokens stay the decode
 // worker's. It reports whether it changed obj.
-func billUsage(obj *jsonbody.Object, a PrefillAnswer, client Format) bool {
+func billUsage(obj *jsonbody.Object, a PrefillAnswer, client legs.Format) bool {
 	usage, ok := memberObject(obj, keyUsage)
 	if !ok {
 		return false
@@ -241,7 +258,7 @@ func billUsage(obj *jsonbody.Object, a PrefillAnswer, client Format) bool {
 	}
 	_, had := details.Get(keyCachedTokens)
 	switch {
-	case a.HasCachedTokens && (a.CachedTokens > 0 || client != FormatGenerate):
+	case a.HasCachedTokens && (a.CachedTokens > 0 || client != legs.FormatGenerate):
 		details.Set(keyCachedTokens, appendInt(nil, a.CachedTokens))
 	case had:
 		details.Delete(keyCachedTokens)
@@ -262,11 +279,11 @@ func billUsage(obj *jsonbody.Object, a PrefillAnswer, client Format) bool {
 // choice for completions, with a completions echo also prefixing each
 // choice's text and logprobs with the prompt's. It reports whether it
 // changed obj.
-func mergePromptLogprobs(obj *jsonbody.Object, a PrefillAnswer, client Format) bool {
+func mergePromptLogprobs(obj *jsonbody.Object, a PrefillAnswer, client legs.Format) bool {
 	if a.PromptLogprobs == nil && a.Echo == nil {
 		return false
 	}
-	if client != FormatCompletions {
+	if client != legs.FormatCompletions {
 		if a.PromptLogprobs == nil {
 			return false
 		}
@@ -314,3 +331,5 @@ func editChoices(obj *jsonbody.Object, edit func(*jsonbody.Object) bool) bool {
 	obj.Set(keyChoices, append(out, ']'))
 	return true
 }
+
+var _ relay.Sink = (*clientAnswer)(nil)

@@ -1,4 +1,4 @@
-package steps
+package legs
 
 import (
 	"io"
@@ -30,7 +30,7 @@ func TestResolveFormat(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			assert.Equal(t, tt.want, resolveFormat(tt.inbound, tt.useOpenAI))
+			assert.Equal(t, tt.want, ResolveFormat(tt.inbound, tt.useOpenAI))
 		})
 	}
 }
@@ -113,7 +113,7 @@ func TestCapSingleToken(t *testing.T) {
 			t.Parallel()
 			obj, err := jsonbody.ParseObject([]byte(tt.body))
 			require.NoError(t, err)
-			err = capSingleToken(obj, tt.format)
+			err = CapSingleToken(obj, tt.format)
 			if tt.wantErr {
 				assert.ErrorIs(t, err, ErrInvalidRequest)
 				return
@@ -152,7 +152,7 @@ func TestAnswerParams(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			resp := &http.Response{StatusCode: tt.status, Body: io.NopCloser(strings.NewReader(tt.body))}
-			got, err := answerParams(resp, "prefill", "kv_transfer_params")
+			got, err := AnswerParams(resp, "prefill", "kv_transfer_params")
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
@@ -165,35 +165,6 @@ func TestAnswerParams(t *testing.T) {
 				return
 			}
 			assert.Equal(t, tt.want, string(got))
-		})
-	}
-}
-
-func TestEncodeTokenIDs(t *testing.T) {
-	t.Parallel()
-	prompt := []uint32{7, 32000, 32000, 32000, 2345}
-	tests := []struct {
-		name   string
-		prompt []uint32
-		p      Placeholder
-		want   []uint32
-	}{
-		{name: "bos then the placeholder token", prompt: []uint32{1, 32000, 32000, 32000}, p: Placeholder{Offset: 1, Length: 3}, want: []uint32{1, 32000, 32000, 32000}},
-		{name: "bos is the prompt's first token", prompt: prompt, p: Placeholder{Offset: 1, Length: 2}, want: []uint32{7, 32000, 32000}},
-		{name: "placeholder token taken at the offset", prompt: prompt, p: Placeholder{Offset: 4, Length: 1}, want: []uint32{7, 2345}},
-		{name: "offset past the prompt gives 0", prompt: prompt, p: Placeholder{Offset: 5, Length: 2}, want: []uint32{7, 0, 0}},
-		{name: "negative offset gives 0", prompt: prompt, p: Placeholder{Offset: -1, Length: 1}, want: []uint32{7, 0}},
-		{name: "no prompt gives bos 1 and placeholder 0", p: Placeholder{Offset: 1, Length: 2}, want: []uint32{1, 0, 0}},
-		{name: "zero length is bos alone", prompt: prompt, p: Placeholder{Offset: 1}, want: []uint32{7}},
-		{name: "full uint32 range (D16)", prompt: []uint32{4294967295, 4294967294}, p: Placeholder{Offset: 1, Length: 1}, want: []uint32{4294967295, 4294967294}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			held := NewTokens(tt.prompt)
-			assert.Equal(t, tt.want, encodeTokenIDs(&held, tt.p), "the IDs held")
-			encoded := tokensOfJSON(jsonbody.AppendUint32s(nil, tt.prompt), len(tt.prompt))
-			assert.Equal(t, tt.want, encodeTokenIDs(&encoded, tt.p), "their JSON held")
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package steps
+package legs
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ func FuzzAnswerParams(f *testing.F) {
 	nixl := kv.NewNIXL()
 	f.Fuzz(func(t *testing.T, answer []byte) {
 		resp := &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(bytes.NewReader(answer))}
-		got, err := answerParams(resp, "prefill", keyKVTransferParams)
+		got, err := AnswerParams(resp, "prefill", "kv_transfer_params")
 		if errors.Is(err, jsonbody.ErrTooDeep) {
 			return // encoding/json allows deeper documents
 		}
@@ -47,7 +47,7 @@ func FuzzAnswerParams(f *testing.F) {
 			return
 		}
 		require.NoError(t, err)
-		want := members[keyKVTransferParams]
+		want := members["kv_transfer_params"]
 		if len(want) == 0 || want[0] != '{' {
 			assert.Nil(t, got)
 			return
