@@ -135,6 +135,36 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	c.metrics.Steps(rc.Timings)
 	c.reportAnswer(api, rc, err)
 	c.reportPrefill(ctx, rc, err)
+	code := codes.OK
+	if err == nil {
+		if !rc.Stream {
+			setServerTiming(ctx, rc.Timings)
+		}
+		c.logDone(ctx, slog.LevelInfo, "request done", api, rc, start, span, nil)
+	} else {
+		st, msg, level := failure(ctx, err, rc.RequestID)
+		code = st.Code()
+		c.logDone(ctx, level, msg, api, rc, start, span, []slog.Attr{slog.String("code", code.String()), slog.String("error", err.Error())})
+		span.fail(code, st.Message())
+		setAnswerHeader(ctx, relayedHeader(err))
+		err = st.Err()
+	}
+	span.end(code)
+	if api == metrics.APIGRPC {
+		c.metrics.RequestDone(api, rc.Format.String(), code.String(), time.Since(start))
+		c.metrics.Bytes(api, "in", len(rc.Body))
+		c.metrics.Bytes(api, "out", answer.bytes)
+	}
+	return err
+}
+
+// logDone writes the request's last line at level, if that level is
+// logged (the attributes cost allocations): its id, API, endpoint, model,
+// duration, step timings and trace id, then more.
+func (c *Coordinator) logDone(ctx context.Context, level slog.Level, msg, api string, rc *steps.RequestContext, start time.Time, span requestSpan, more []slog.Attr) {
+	if !c.log.Enabled(ctx, level) {
+		return
+	}
 	attrs := []slog.Attr{
 		slog.String("request_id", rc.RequestID),
 		slog.String("api", api),
@@ -147,27 +177,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	if sc := span.SpanContext(); sc.IsValid() {
 		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
 	}
-	code := codes.OK
-	if err == nil {
-		if !rc.Stream {
-			setServerTiming(ctx, rc.Timings)
-		}
-		c.log.LogAttrs(ctx, slog.LevelInfo, "request done", attrs...)
-	} else {
-		st, msg, level := failure(ctx, err, rc.RequestID)
-		code = st.Code()
-		c.log.LogAttrs(ctx, level, msg, append(attrs, slog.String("code", code.String()), slog.String("error", err.Error()))...)
-		span.fail(code, st.Message())
-		setAnswerHeader(ctx, relayedHeader(err))
-		err = st.Err()
-	}
-	span.end(code)
-	if api == metrics.APIGRPC {
-		c.metrics.RequestDone(api, rc.Format.String(), code.String(), time.Since(start))
-		c.metrics.Bytes(api, "in", len(rc.Body))
-		c.metrics.Bytes(api, "out", answer.bytes)
-	}
-	return err
+	c.log.LogAttrs(ctx, level, msg, append(attrs, more...)...)
 }
 
 // failure is how a failed request is answered and logged: its status,
