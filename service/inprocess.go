@@ -31,7 +31,16 @@ type Channel struct {
 	streams map[string]grpc.StreamDesc
 	chain   *Interceptors
 	maxRecv int
+
+	mu     sync.Mutex
+	idle   []*runner // runners between two streams, at most maxIdleRunners
+	closed bool
 }
+
+// maxIdleRunners bounds the runners a Channel keeps between streams: about
+// the streams it serves at once under load; a stream past them starts a
+// runner of its own, stopped when the stream ends.
+const maxIdleRunners = 256
 
 // NewChannel serves desc's methods from impl through chain. Requests
 // larger than maxRecv bytes fail with ResourceExhausted, as the server's
@@ -89,15 +98,79 @@ func (c *Channel) NewStream(ctx context.Context, desc *grpc.StreamDesc, method s
 		channel:         c,
 		opts:            opts,
 		handOver:        handsOver(ctx),
+		info:            grpc.StreamServerInfo{FullMethod: method, IsServerStream: sd.ServerStreams},
+		handler:         sd.Handler,
 	}
 	s.serverCtx = grpc.NewContextWithServerTransportStream(serverContext(ctx), &s.transportStream)
-	info := &grpc.StreamServerInfo{FullMethod: method, IsServerStream: sd.ServerStreams}
-	s.next, s.stop = iter.Pull(func(yield func(proto.Message) bool) {
-		s.yield = yield
-		s.finish(c.chain.Stream(c.impl, (*serverSide)(s), info, sd.Handler))
-	})
 	s.stopAfter = context.AfterFunc(ctx, s.abandon)
 	return (*clientSide)(s), nil
+}
+
+// Close stops the runners kept between streams. Streams still running end
+// as they would; their runners stop when they do.
+func (c *Channel) Close() {
+	c.mu.Lock()
+	idle := c.idle
+	c.idle, c.closed = nil, true
+	c.mu.Unlock()
+	for _, r := range idle {
+		r.stop()
+	}
+}
+
+// runner is a coroutine (iter.Pull) that runs stream handlers one after
+// another. A handler's stack is deep (the interceptors, the pipeline, the
+// HTTP client of the legs): on a new goroutine it grows by copying several
+// times a call, about a tenth of the CPU of a streamed request, where a
+// runner's has grown already.
+type runner struct {
+	next func() (proto.Message, bool)
+	stop func()
+	s    *stream // the stream it serves
+}
+
+// handlerEnd is what a runner yields when its stream's handler returned.
+var handlerEnd proto.Message = &coordinatorv1.GenerateStreamResponse{}
+
+func newRunner() *runner {
+	r := &runner{}
+	r.next, r.stop = iter.Pull(func(yield func(proto.Message) bool) {
+		for {
+			s := r.s
+			s.yield = yield
+			s.finish(s.channel.chain.Stream(s.channel.impl, (*serverSide)(s), &s.info, s.handler))
+			r.s = nil
+			if !yield(handlerEnd) {
+				return
+			}
+		}
+	})
+	return r
+}
+
+// takeRunner is an idle runner, or a new one.
+func (c *Channel) takeRunner() *runner {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.idle); n > 0 {
+		r := c.idle[n-1]
+		c.idle = c.idle[:n-1]
+		return r
+	}
+	return newRunner()
+}
+
+// putRunner keeps r for the next stream, or stops it when the Channel has
+// enough idle runners or is closed.
+func (c *Channel) putRunner(r *runner) {
+	c.mu.Lock()
+	if c.closed || len(c.idle) >= maxIdleRunners {
+		c.mu.Unlock()
+		r.stop()
+		return
+	}
+	c.idle = append(c.idle, r)
+	c.mu.Unlock()
 }
 
 func (c *Channel) checkSize(m any) error {
@@ -186,8 +259,8 @@ func (t *transportStream) deliver(opts []grpc.CallOption) {
 	}
 }
 
-// stream is one in-process server-streaming call. The handler runs as a
-// coroutine of the caller (iter.Pull): the caller's Header and RecvMsg
+// stream is one in-process server-streaming call. The handler runs on a
+// runner, a coroutine of the caller: the caller's Header and RecvMsg
 // resume it until it sends its header or a message, or ends, so each
 // message passes from the handler's SendMsg to the caller's RecvMsg by a
 // direct switch, without a channel, a handshake or the scheduler waking a
@@ -203,13 +276,14 @@ type stream struct {
 	opts                 []grpc.CallOption
 	handOver             bool          // the request is passed by reference (WithHandOver)
 	request              proto.Message // the one request, until the handler reads it
+	info                 grpc.StreamServerInfo
+	handler              grpc.StreamHandler
 
-	// mu serialises resuming the handler (next, stop): the caller's
-	// goroutine and, once the context ends, abandon's.
+	// mu serialises resuming the handler: the caller's goroutine and, once
+	// the context ends, abandon's.
 	mu        sync.Mutex
-	next      func() (proto.Message, bool) // resumes the handler to its next message (nil: its header)
-	stop      func()
-	yield     func(proto.Message) bool // the handler's side of next
+	runner    *runner                  // while the handler runs
+	yield     func(proto.Message) bool // the handler's side of the runner's next
 	stopAfter func() bool              // unregisters abandon
 	started   bool
 	ended     bool          // the handler returned
@@ -218,10 +292,26 @@ type stream struct {
 	result    error         // what RecvMsg returned at the end, returned again
 }
 
-// resume runs the handler to its next message or its end; mu is held.
+// resume runs the handler to its next message (nil: its header alone) or
+// its end, when its runner goes back to the Channel; mu is held.
 func (s *stream) resume() (proto.Message, bool) {
-	s.started = true
-	return s.next()
+	if !s.started {
+		s.started = true
+		s.runner = s.channel.takeRunner()
+		s.runner.s = s
+	}
+	if s.runner == nil {
+		return nil, false
+	}
+	msg, ok := s.runner.next()
+	if ok && msg != handlerEnd {
+		return msg, true
+	}
+	if ok {
+		s.channel.putRunner(s.runner)
+	}
+	s.runner = nil
+	return nil, false
 }
 
 func (s *stream) finish(err error) {
@@ -232,17 +322,18 @@ func (s *stream) finish(err error) {
 }
 
 // abandon runs the handler to its end once the call's context ended with
-// the handler suspended in a send (the caller stopped receiving), or stops
-// it if it never started.
+// the handler suspended in a send (the caller stopped receiving). A
+// handler that never started does not.
 func (s *stream) abandon() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.started {
-		s.stop()
+		s.started, s.ended = true, true
+		s.err = status.FromContextError(s.clientCtx.Err()).Err()
 		return
 	}
-	for !s.ended {
-		s.next()
+	for s.runner != nil {
+		s.resume()
 	}
 }
 

@@ -70,7 +70,9 @@ func newTestChannel(t *testing.T, svc *echoService, maxRecv int) coordinatorv1.C
 	t.Helper()
 	chain, err := NewInterceptors(slog.New(slog.DiscardHandler), ChainOptions{})
 	require.NoError(t, err)
-	return coordinatorv1.NewCoordinatorServiceClient(NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, chain, maxRecv))
+	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, chain, maxRecv)
+	t.Cleanup(ch.Close)
+	return coordinatorv1.NewCoordinatorServiceClient(ch)
 }
 
 func chat(id, body string) *coordinatorv1.GenerateRequest {
@@ -201,4 +203,33 @@ func TestChannelStreamHeaderRunsTheHandler(t *testing.T) {
 	assert.Equal(t, codes.Aborted, status.Code(err))
 	_, err = stream.Recv()
 	assert.Equal(t, codes.Aborted, status.Code(err), "the end is returned again")
+}
+
+// TestChannelReusesRunners checks a stream's handler runs on a runner kept
+// from the stream before (its stack grown), and Close stops the idle ones.
+func TestChannelReusesRunners(t *testing.T) {
+	t.Parallel()
+	chain, err := NewInterceptors(slog.New(slog.DiscardHandler), ChainOptions{})
+	require.NoError(t, err)
+	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, &echoService{events: 2}, chain, 1<<10)
+	client := coordinatorv1.NewCoordinatorServiceClient(ch)
+	var first *runner
+	for i := range 3 {
+		stream, err := client.GenerateStream(context.Background(), &coordinatorv1.GenerateStreamRequest{
+			Input: &coordinatorv1.GenerateStreamRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{Endpoint: 1, Json: []byte(`{}`)}}})
+		require.NoError(t, err)
+		for err == nil {
+			_, err = stream.Recv()
+		}
+		assert.Equal(t, codes.Aborted, status.Code(err))
+		ch.mu.Lock()
+		require.Len(t, ch.idle, 1, "stream %d gave its runner back", i)
+		if first == nil {
+			first = ch.idle[0]
+		}
+		assert.Same(t, first, ch.idle[0], "stream %d ran on the first stream's runner", i)
+		ch.mu.Unlock()
+	}
+	ch.Close()
+	assert.Empty(t, ch.idle)
 }

@@ -113,13 +113,15 @@ func newGRPCServer(svc *Coordinator, chain *Interceptors, h *health.Server, m *m
 type InProcess struct {
 	// Client is the CoordinatorService client over the in-process channel.
 	Client coordinatorv1.CoordinatorServiceClient
-	// Channel is the channel itself, which also runs streams on the
-	// caller's goroutine (Channel.ServeStream).
+	// Channel is the channel itself.
 	Channel *Channel
 }
 
-func newInProcess(svc *Coordinator, chain *Interceptors, cfg config.Config) *InProcess {
+// newInProcess builds the channel; its idle stream runners stop with the
+// app.
+func newInProcess(lc fx.Lifecycle, svc *Coordinator, chain *Interceptors, cfg config.Config) *InProcess {
 	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, chain, int(cfg.Server.MaxRequestBodyBytes())+messageSlack)
+	lc.Append(fx.StopHook(ch.Close))
 	return &InProcess{Client: coordinatorv1.NewCoordinatorServiceClient(ch), Channel: ch}
 }
 

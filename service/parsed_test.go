@@ -78,7 +78,9 @@ func TestChannelHandsParsedRequestsOver(t *testing.T) {
 	svc := &sameBytesService{want: body, same: make(chan bool, 1), parsed: make(chan bool, 1)}
 	chain, err := NewInterceptors(slog.New(slog.DiscardHandler), ChainOptions{})
 	require.NoError(t, err)
-	client := coordinatorv1.NewCoordinatorServiceClient(NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, chain, 1<<10))
+	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, chain, 1<<10)
+	t.Cleanup(ch.Close)
+	client := coordinatorv1.NewCoordinatorServiceClient(ch)
 	in := &coordinatorv1.OpenAIRequest{Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: body}
 
 	for _, handedOver := range []bool{true, false} {
