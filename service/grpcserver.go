@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"buf.build/go/protovalidate"
@@ -131,25 +132,46 @@ func unlessCheckedStream(validate grpc.StreamServerInterceptor) grpc.StreamServe
 }
 
 // chainUnary runs interceptors outermost first, as grpc.ChainUnaryInterceptor.
+// A method's chain is built at its first call and kept: a gRPC handler
+// takes what varies per call as arguments, so the chain of one method and
+// server is the same every call (grpc-go builds it anew each time, one
+// closure an interceptor).
 func chainUnary(interceptors ...grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	type key struct {
+		method string
+		server any
+	}
+	var built sync.Map // key → grpc.UnaryHandler
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		k := key{info.FullMethod, info.Server}
+		if next, ok := built.Load(k); ok {
+			return next.(grpc.UnaryHandler)(ctx, req)
+		}
 		next := handler
 		for i := len(interceptors) - 1; i >= 0; i-- {
 			icpt, inner := interceptors[i], next
 			next = func(ctx context.Context, req any) (any, error) { return icpt(ctx, req, info, inner) }
 		}
+		built.Store(k, next)
 		return next(ctx, req)
 	}
 }
 
-// chainStream runs interceptors outermost first, as grpc.ChainStreamInterceptor.
+// chainStream runs interceptors outermost first, as
+// grpc.ChainStreamInterceptor, with each method's chain kept as
+// chainUnary's (a stream handler takes its server as an argument).
 func chainStream(interceptors ...grpc.StreamServerInterceptor) grpc.StreamServerInterceptor {
+	var built sync.Map // method → grpc.StreamHandler
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if next, ok := built.Load(info.FullMethod); ok {
+			return next.(grpc.StreamHandler)(srv, ss)
+		}
 		next := handler
 		for i := len(interceptors) - 1; i >= 0; i-- {
 			icpt, inner := interceptors[i], next
 			next = func(srv any, ss grpc.ServerStream) error { return icpt(srv, ss, info, inner) }
 		}
+		built.Store(info.FullMethod, next)
 		return next(srv, ss)
 	}
 }

@@ -63,8 +63,10 @@ func (c *Channel) Invoke(ctx context.Context, method string, args, reply any, op
 	if !ok {
 		return status.Errorf(codes.Unimplemented, "unknown method %s", method)
 	}
-	if err := c.checkSize(args); err != nil {
-		return err
+	if !checkedByFront(ctx) {
+		if err := c.checkSize(args); err != nil {
+			return err
+		}
 	}
 	sts := &transportStream{method: method}
 	pass := proto.Merge
@@ -203,6 +205,9 @@ type transportStream struct {
 	method          string
 	mu              sync.Mutex
 	header, trailer metadata.MD
+	// sent is a stream's header once the caller took it (sentHeader);
+	// what is set after is not sent, as over gRPC.
+	sent metadata.MD
 }
 
 func (t *transportStream) Method() string { return t.method }
@@ -238,11 +243,18 @@ func (t *transportStream) SetTrailer(md metadata.MD) error {
 	return nil
 }
 
-// headerCopy is a copy of the header set so far.
-func (t *transportStream) headerCopy() metadata.MD {
+// sentHeader hands the header set so far to the caller, whose it is from
+// then on: later SetHeaders go to a header nobody is sent.
+func (t *transportStream) sentHeader() metadata.MD {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.header.Copy()
+	if t.sent == nil {
+		t.sent, t.header = t.header, nil
+		if t.sent == nil {
+			t.sent = metadata.MD{}
+		}
+	}
+	return t.sent
 }
 
 // deliver fills the grpc.Header and grpc.Trailer call options.
@@ -252,7 +264,11 @@ func (t *transportStream) deliver(opts []grpc.CallOption) {
 	for _, o := range opts {
 		switch o := o.(type) {
 		case grpc.HeaderCallOption:
-			*o.HeaderAddr = t.header.Copy()
+			if t.sent != nil {
+				*o.HeaderAddr = t.sent.Copy()
+			} else {
+				*o.HeaderAddr = t.header.Copy()
+			}
 		case grpc.TrailerCallOption:
 			*o.TrailerAddr = t.trailer.Copy()
 		}
@@ -400,7 +416,7 @@ func (s *clientSide) Header() (metadata.MD, error) {
 			s.pending = msg
 		}
 	}
-	return s.transportStream.headerCopy(), nil
+	return s.transportStream.sentHeader(), nil
 }
 
 func (s *clientSide) Trailer() metadata.MD {
@@ -417,9 +433,11 @@ func (s *clientSide) Trailer() metadata.MD {
 // SendMsg keeps the one request message of a server stream for the
 // handler: by reference when the call hands its messages over, else a copy.
 func (s *clientSide) SendMsg(m any) error {
-	if err := s.channel.checkSize(m); err != nil {
-		s.cancel()
-		return err
+	if !checkedByFront(s.clientCtx) {
+		if err := s.channel.checkSize(m); err != nil {
+			s.cancel()
+			return err
+		}
 	}
 	if s.handOver {
 		s.request = m.(proto.Message)

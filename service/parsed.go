@@ -50,14 +50,16 @@ func handsOver(ctx context.Context) bool {
 
 // checkedByFront reports whether the call is the REST front's, made
 // through the Channel with the document of the body it parsed
-// (WithParsedBody). Such a request meets every protovalidate rule by
-// construction: its request id passed requestid.OrNew (the rule's length
-// and alphabet), its endpoint is its route's, and its body is the JSON
-// object the front parsed (at least "{}"); rest's
-// TestFrontRequestsAreValid holds the front to it.
+// (WithParsedBody; a network call's context never carries it). Such a
+// request meets every protovalidate rule by construction: its request id
+// passed requestid.OrNew (the rule's length and alphabet), its endpoint is
+// its route's, and its body is the JSON object the front parsed (at least
+// "{}"); rest's TestFrontRequestsAreValid holds the front to it. Its body
+// is within the front's cap, the Channel's message limit less the
+// envelope's slack.
 func checkedByFront(ctx context.Context) bool {
 	v, _ := ctx.Value(handOverKey{}).(handOverValue)
-	return v.doc != nil && CalledInProcess(ctx)
+	return v.doc != nil
 }
 
 // parsedBody returns the document WithParsedBody put in ctx when it was
