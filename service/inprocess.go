@@ -120,6 +120,14 @@ func (c *Channel) Close() {
 	}
 }
 
+// IdleRunners is the number of runners kept for the next streams: each is
+// a goroutine, parked.
+func (c *Channel) IdleRunners() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.idle)
+}
+
 // runner is a coroutine (iter.Pull) that runs stream handlers one after
 // another. A handler's stack is deep (the interceptors, the pipeline, the
 // HTTP client of the legs): on a new goroutine it grows by copying several
