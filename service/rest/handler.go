@@ -1,11 +1,13 @@
 // Package rest is the coordinator's OpenAI-compatible REST front: the only
 // place that knows HTTP and OpenAI framing. Requests reach CoordinatorService
 // through a gRPC client connection (the in-process Channel), so the gRPC
-// interceptors (admission, logging, recovery, protovalidate) run for REST as
-// for gRPC clients. The front reads and checks each inference request,
-// then hands it to the grpc-gateway handler of Generate or, with "stream":
-// true, of GenerateStream (transcode.go), which does the call, its
-// metadata and its errors, and frames the answer (marshaler.go, sse.go).
+// interceptors (admission, logging, recovery) run for REST as for gRPC
+// clients; protovalidate's rules the front's requests meet by construction
+// (TestFrontRequestsAreValid), and the chain skips them. The front reads
+// and checks each inference request, then hands it to the grpc-gateway
+// handler of Generate or, with "stream": true, of GenerateStream
+// (transcode.go), which does the call, its metadata (its query through
+// query.go) and its errors, and frames the answer (marshaler.go, sse.go).
 package rest
 
 import (
