@@ -86,7 +86,7 @@ lint: $(BUF) ## go vet, staticcheck (pinned in go.mod), gofmt, buf lint and the 
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || (echo "gofmt: $$out" >&2; exit 1)
 	$(BUF) lint
 	@! go list -deps ./cmd/coordinator | grep -q '/coordinator/sim$$' || (echo "cmd/coordinator must not import the simulator" >&2; exit 1)
-	@! go list -f '{{join .Imports "\n"}}' ./service/... | grep -Eq '/coordinator/steps/(legs|features|imageparts|pd|relay)$$' || (echo "service/ imports the steps contract and step packages, not the libraries under steps/" >&2; exit 1)
+	@! go list -f '{{join .Imports "\n"}}' ./service/... | grep '/coordinator/steps/' | grep -Evq '/coordinator/steps/(upstream|asyncbroker)$$' || (echo "service/ imports the steps contract, the step packages and the gateway client (steps/upstream), not the libraries under steps/" >&2; exit 1)
 
 .PHONY: run
 run: build ## Start the simulator and the coordinator on config/dev.yaml (REST :8080, gRPC :9090).

@@ -15,7 +15,6 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/media"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -32,7 +31,7 @@ func FromError(err error, requestID string) *status.Status {
 	}
 	var se *upstream.StatusError
 	var te *upstream.TransportError
-	var me *media.Error
+	var of originFailure
 	switch {
 	case errors.Is(err, context.Canceled):
 		return status.New(codes.Canceled, "request cancelled")
@@ -42,7 +41,7 @@ func FromError(err error, requestID string) *status.Status {
 		return status.New(codes.InvalidArgument, fmt.Sprintf("%v (request_id: %s)", err, requestID))
 	case errors.As(err, &te):
 		return transportStatus(te, requestID)
-	case errors.As(err, &me) && !me.ClientFault():
+	case errors.As(err, &of) && of.OriginFailed():
 		// An image's origin failed (non-2xx, unreachable, timed out, cut
 		// short): a bad gateway, as the reference answers, whose message
 		// names the image and its part; media errors never quote a body.
@@ -53,6 +52,14 @@ func FromError(err error, requestID string) *status.Status {
 	default:
 		return status.New(codes.Internal, fmt.Sprintf("internal error (request_id: %s)", requestID))
 	}
+}
+
+// originFailure is an error that may be an image origin's failure
+// (steps/media's Error; asked by its method, so that the mapping imports no
+// step's library).
+type originFailure interface {
+	error
+	OriginFailed() bool
 }
 
 // upstreamStatus is the status of a leg's non-2xx answer. A 4xx whose

@@ -50,6 +50,11 @@ func (e *Error) Error() string { return e.msg }
 // Unwrap returns the Reason.
 func (e *Error) Unwrap() error { return e.Reason }
 
+// OriginFailed reports whether the image's origin is to blame: not
+// ClientFault. The service's status mapping asks it of an error (an image
+// origin's failure is a bad gateway) without importing this package.
+func (e *Error) OriginFailed() bool { return !e.ClientFault() }
+
 // ClientFault reports whether the request is to blame (a blocked address,
 // a domain not allowed, a bad scheme, URL or host, a name that does not
 // exist, too many redirects, too large, not an image, a bad data URI)
