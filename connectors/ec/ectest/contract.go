@@ -75,44 +75,56 @@ func Contract(t *testing.T, c ec.Connector) {
 
 	t.Run("fresh results", func(t *testing.T) {
 		t.Parallel()
-		in := answers()
-		first, err := c.PrefillParams(in)
-		require.NoError(t, err)
-		kept := bytes.Clone(first)
-		clobber(first)
-		again, err := c.PrefillParams(in)
-		require.NoError(t, err)
-		assert.Equal(t, string(kept), string(again), "results must be deterministic and fresh")
-		assert.Equal(t, answers(), in, "arguments modified")
-		clobber(again)
-		assert.Equal(t, answers(), in, "result aliases the arguments")
+		freshResults(t, c)
 	})
 
 	t.Run("concurrent calls", func(t *testing.T) {
 		t.Parallel()
-		const workers, calls = 16, 50
-		in := answers() // shared: connectors only read it
-		errs := make([]error, workers)
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Go(func() {
-				for range calls {
-					got, err := c.PrefillParams(in)
-					if err == nil {
-						err = checkObject(got)
-					}
-					if err != nil {
-						errs[w] = err
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		for w, err := range errs {
-			assert.NoError(t, err, "worker %d", w)
-		}
+		concurrentCalls(t, c)
 	})
+}
+
+// freshResults checks the results are deterministic, fresh and alias
+// neither the arguments nor each other.
+func freshResults(t *testing.T, c ec.Connector) {
+	in := answers()
+	first, err := c.PrefillParams(in)
+	require.NoError(t, err)
+	kept := bytes.Clone(first)
+	clobber(first)
+	again, err := c.PrefillParams(in)
+	require.NoError(t, err)
+	assert.Equal(t, string(kept), string(again), "results must be deterministic and fresh")
+	assert.Equal(t, answers(), in, "arguments modified")
+	clobber(again)
+	assert.Equal(t, answers(), in, "result aliases the arguments")
+}
+
+// concurrentCalls checks calls from many goroutines at once on shared
+// arguments each give a valid object.
+func concurrentCalls(t *testing.T, c ec.Connector) {
+	const workers, calls = 16, 50
+	in := answers() // shared: connectors only read it
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for range calls {
+				got, err := c.PrefillParams(in)
+				if err == nil {
+					err = checkObject(got)
+				}
+				if err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for w, err := range errs {
+		assert.NoError(t, err, "worker %d", w)
+	}
 }
 
 // answers returns a fresh copy of EncodeAnswers.
