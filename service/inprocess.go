@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"runtime"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -30,22 +31,26 @@ type Channel struct {
 	chain   *Interceptors
 	maxRecv int
 
-	mu     sync.Mutex
-	idle   []*runner // runners between two streams, at most maxIdleRunners
-	closed bool
+	mu      sync.Mutex
+	idle    []*runner // runners between two streams, at most maxIdle
+	maxIdle int
+	closed  bool
 }
 
-// maxIdleRunners bounds the runners a Channel keeps between streams: about
-// the streams it serves at once under load; a stream past them starts a
-// runner of its own, stopped when the stream ends.
-const maxIdleRunners = 256
+// idleRunnersPerCPU bounds the runners a Channel keeps between streams.
+// Under a steady load few are idle at once (a stream's end and the next
+// one's start are close); past the bound, a stream that ends stops its
+// runner. A small bound also keeps what a process at rest holds the same
+// after any burst: the bound, once that many streams ran at once.
+const idleRunnersPerCPU = 8
 
 // NewChannel serves desc's methods from impl through chain. Requests
 // larger than maxRecv bytes fail with ResourceExhausted, as the server's
 // own limit would.
 func NewChannel(desc *grpc.ServiceDesc, impl any, chain *Interceptors, maxRecv int) *Channel {
 	c := &Channel{impl: impl, service: desc.ServiceName, chain: chain, maxRecv: maxRecv,
-		unary: make(map[string]grpc.MethodDesc), streams: make(map[string]grpc.StreamDesc)}
+		unary: make(map[string]grpc.MethodDesc), streams: make(map[string]grpc.StreamDesc),
+		maxIdle: idleRunnersPerCPU * runtime.GOMAXPROCS(0)}
 	for _, m := range desc.Methods {
 		c.unary["/"+desc.ServiceName+"/"+m.MethodName] = m
 	}

@@ -84,7 +84,7 @@ func (c *Channel) takeRunner() *runner {
 // enough idle runners or is closed.
 func (c *Channel) putRunner(r *runner) {
 	c.mu.Lock()
-	if c.closed || len(c.idle) >= maxIdleRunners {
+	if c.closed || len(c.idle) >= c.maxIdle {
 		c.mu.Unlock()
 		r.stop()
 		return

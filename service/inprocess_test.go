@@ -233,3 +233,33 @@ func TestChannelReusesRunners(t *testing.T) {
 	ch.Close()
 	assert.Empty(t, ch.idle)
 }
+
+// TestChannelKeepsAtMostItsBound checks that streams run at once beyond
+// the Channel's bound leave only the bound's runners idle once they end.
+func TestChannelKeepsAtMostItsBound(t *testing.T) {
+	t.Parallel()
+	chain, err := NewInterceptors(slog.New(slog.DiscardHandler), ChainOptions{})
+	require.NoError(t, err)
+	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, &echoService{events: 2}, chain, 1<<10)
+	t.Cleanup(ch.Close)
+	ch.maxIdle = 2
+	client := coordinatorv1.NewCoordinatorServiceClient(ch)
+	var streams []grpc.ServerStreamingClient[coordinatorv1.GenerateStreamResponse]
+	for range 5 { // each holds its runner, suspended in its second send
+		stream, err := client.GenerateStream(context.Background(), &coordinatorv1.GenerateStreamRequest{
+			Input: &coordinatorv1.GenerateStreamRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{Endpoint: 1, Json: []byte(`{}`)}}})
+		require.NoError(t, err)
+		_, err = stream.Recv()
+		require.NoError(t, err)
+		streams = append(streams, stream)
+	}
+	assert.Zero(t, ch.IdleRunners(), "five streams run on five runners")
+	for _, stream := range streams {
+		for err == nil {
+			_, err = stream.Recv()
+		}
+		assert.Equal(t, codes.Aborted, status.Code(err))
+		err = nil
+	}
+	assert.Equal(t, 2, ch.IdleRunners(), "the bound's runners are kept, the others stopped")
+}
