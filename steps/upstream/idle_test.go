@@ -91,7 +91,9 @@ func TestStreamIdleTimeoutCutsASilentBody(t *testing.T) {
 // longer than the response-header timeout).
 func TestStreamIdleTimeoutSparesATrickle(t *testing.T) {
 	t.Parallel()
-	const events, gap = 8, 50 * time.Millisecond
+	// Gaps a twentieth of the bound: only a stall of most of a second on a
+	// loaded machine would look like an idle stream.
+	const events, gap, idle = 24, 50 * time.Millisecond, time.Second
 	srv := startScripted(t, func(_ int, w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		rc := http.NewResponseController(w)
@@ -107,7 +109,7 @@ func TestStreamIdleTimeoutSparesATrickle(t *testing.T) {
 			}
 		}
 	})
-	c, err := upstream.New(upstream.Options{Address: srv.URL, StreamIdleTimeout: 250 * time.Millisecond, ResponseHeaderTimeout: 100 * time.Millisecond})
+	c, err := upstream.New(upstream.Options{Address: srv.URL, StreamIdleTimeout: idle, ResponseHeaderTimeout: 500 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	start := time.Now()
@@ -117,7 +119,7 @@ func TestStreamIdleTimeoutSparesATrickle(t *testing.T) {
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	assert.Equal(t, events, strings.Count(string(body), "data: "))
-	assert.Greater(t, time.Since(start), 250*time.Millisecond, "the stream outlived the idle bound")
+	assert.Greater(t, time.Since(start), idle, "the stream outlived the idle bound")
 }
 
 // TestStreamIdleTimeoutSparesASlowReader: time the caller spends between
