@@ -18,9 +18,9 @@ import (
 // message size limit as over the network, but without HTTP/2 framing,
 // serialisation or a hop between goroutines (a server stream runs its
 // handler on a runner, a coroutine the caller drives). Messages are copied
-// as they pass, as over the network, unless the call's context hands them
-// over (see WithHandOver); the REST front's own requests skip the size
-// check and protovalidate (checkedByFront). The REST front reaches
+// as they pass, as over the network, but for the REST front's calls, which
+// hand them over and skip the size check and protovalidate
+// (WithParsedBody, checkedByFront). The REST front reaches
 // CoordinatorService through it. Close it to stop its idle runners. Safe
 // for concurrent use.
 type Channel struct {
@@ -73,7 +73,7 @@ func (c *Channel) Invoke(ctx context.Context, method string, args, reply any, op
 	}
 	sts := &transportStream{method: method}
 	pass := proto.Merge
-	if handsOver(ctx) {
+	if checkedByFront(ctx) {
 		pass = handOver
 	}
 	ctx = grpc.NewContextWithServerTransportStream(serverContext(ctx), sts)
@@ -102,12 +102,15 @@ func (c *Channel) NewStream(ctx context.Context, desc *grpc.StreamDesc, method s
 		cancel:          cancel,
 		channel:         c,
 		opts:            opts,
-		handOver:        handsOver(ctx),
 		info:            grpc.StreamServerInfo{FullMethod: method, IsServerStream: sd.ServerStreams},
 		handler:         sd.Handler,
 	}
 	s.serverCtx = grpc.NewContextWithServerTransportStream(serverContext(ctx), &s.transportStream)
-	s.stopAfter = context.AfterFunc(ctx, s.abandon)
+	if fc := frontCallOf(ctx); fc != nil {
+		s.handOver, fc.stream = true, s // EndStreams ends it
+	} else {
+		s.stopAfter = context.AfterFunc(ctx, s.abandon)
+	}
 	return (*clientSide)(s), nil
 }
 

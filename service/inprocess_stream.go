@@ -108,17 +108,17 @@ type stream struct {
 	cancel               context.CancelFunc
 	channel              *Channel
 	opts                 []grpc.CallOption
-	handOver             bool          // the request is passed by reference (WithHandOver)
+	handOver             bool          // the REST front's: messages are passed by reference (WithParsedBody)
 	request              proto.Message // the one request, until the handler reads it
 	info                 grpc.StreamServerInfo
 	handler              grpc.StreamHandler
 
-	// mu serialises resuming the handler: the caller's goroutine and, once
-	// the context ends, abandon's.
+	// mu serialises resuming the handler: the caller's goroutine and
+	// abandon's (once the context ends, or EndStreams).
 	mu        sync.Mutex
 	runner    *runner                  // while the handler runs
 	yield     func(proto.Message) bool // the handler's side of the runner's next
-	stopAfter func() bool              // unregisters abandon
+	stopAfter func() bool              // unregisters abandon; nil for the REST front's (EndStreams)
 	started   bool
 	ended     bool          // the handler returned
 	err       error         // the handler's status, once ended
@@ -155,12 +155,14 @@ func (s *stream) finish(err error) {
 	s.ended = true
 }
 
-// abandon runs the handler to its end once the call's context ended with
-// the handler suspended in a send (the caller stopped receiving). A
-// handler that never started does not.
+// abandon ends the call of a caller that stopped receiving: once its
+// context ended (AfterFunc), or when the REST front is done with the
+// stream (EndStreams). The handler, suspended in a send, runs to its end
+// with its sends failing; one that never started does not start.
 func (s *stream) abandon() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.cancel()
 	if !s.started {
 		s.started, s.ended = true, true
 		s.err = status.FromContextError(s.clientCtx.Err()).Err()
@@ -287,7 +289,11 @@ func (s *clientSide) RecvMsg(m any) error {
 				continue // the header alone
 			}
 		}
-		copyMessage(m.(proto.Message), msg)
+		if s.handOver {
+			handOver(m.(proto.Message), msg) // the caller's until its next RecvMsg
+		} else {
+			copyMessage(m.(proto.Message), msg)
+		}
 		return nil
 	}
 }
@@ -304,7 +310,9 @@ func (s *stream) end() error {
 		return s.result
 	}
 	s.transportStream.deliver(s.opts)
-	s.stopAfter()
+	if s.stopAfter != nil {
+		s.stopAfter()
+	}
 	s.cancel()
 	s.result = io.EOF
 	if s.err != nil {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -262,4 +263,38 @@ func TestChannelKeepsAtMostItsBound(t *testing.T) {
 		err = nil
 	}
 	assert.Equal(t, 2, ch.IdleRunners(), "the bound's runners are kept, the others stopped")
+}
+
+// TestFrontStreamsHandOverAndEnd checks the REST front's streams
+// (WithParsedBody): a message is passed by reference, the caller's until
+// its next RecvMsg (the handler then reuses it), and EndStreams ends a
+// stream whose caller stopped receiving, on the caller's goroutine.
+func TestFrontStreamsHandOverAndEnd(t *testing.T) {
+	t.Parallel()
+	svc := &echoService{events: 100, ended: make(chan error, 1)}
+	client := newTestChannel(t, svc, 1<<10)
+	doc, err := steps.ParseDocument([]byte(`{}`), steps.FormatChat)
+	require.NoError(t, err)
+	ctx := WithParsedBody(context.Background(), doc)
+	stream, err := client.GenerateStream(ctx, &coordinatorv1.GenerateStreamRequest{
+		Input: &coordinatorv1.GenerateStreamRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{Endpoint: 1, Json: []byte(`{}`)}}})
+	require.NoError(t, err)
+	first, err := stream.Recv()
+	require.NoError(t, err)
+	assert.Equal(t, "a", string(first.GetOpenai().GetData()[0]))
+	second, err := stream.Recv()
+	require.NoError(t, err)
+	assert.Equal(t, "b", string(second.GetOpenai().GetData()[0]))
+	assert.Equal(t, "b", string(first.GetOpenai().GetData()[0]), "the first message was the handler's own, reused")
+
+	EndStreams(ctx)
+	select {
+	case err := <-svc.ended:
+		assert.Equal(t, codes.Canceled, status.Code(err), "the send after EndStreams failed")
+	default:
+		t.Fatal("EndStreams returned before the handler ended")
+	}
+	_, err = stream.Recv()
+	assert.Equal(t, codes.Canceled, status.Code(err))
+	EndStreams(ctx) // again: nothing left to end
 }

@@ -18,38 +18,44 @@ import (
 // parsed from (steps.Document.Of) and takes the document as its own. A
 // network gRPC call, or any copy on the way, is parsed by the service.
 
-// handOverKey carries a call's hand-over mark and, when the REST front
-// parsed the request's body, its document.
-type handOverKey struct{}
+// frontCall is the REST front's call through the Channel: the document of
+// the body it parsed, and the stream it opened, which EndStreams ends.
+type frontCall struct {
+	doc    *steps.Document
+	stream *stream
+}
 
-// handOverValue is what handOverKey carries.
-type handOverValue struct{ doc *steps.Document }
+type frontCallKey struct{}
 
-// WithParsedBody returns ctx carrying doc, the parsed body of the request
-// about to be sent on ctx through the Channel, which then hands the
-// request message over (see WithHandOver).
+// WithParsedBody returns ctx marking the call about to be made on it
+// through the Channel as the REST front's, with doc, the parsed body of
+// its request. The Channel then hands the messages over instead of
+// copying them: the caller does not read or modify the request once it is
+// sent, nor the handler its reply once returned, and a stream's message is
+// the caller's only until its next RecvMsg, when the handler may reuse it.
+// A caller that opens a stream on ctx calls EndStreams once done with it.
 func WithParsedBody(ctx context.Context, doc *steps.Document) context.Context {
-	return context.WithValue(ctx, handOverKey{}, handOverValue{doc: doc})
+	return context.WithValue(ctx, frontCallKey{}, &frontCall{doc: doc})
 }
 
-// WithHandOver returns ctx marking the calls made on it through the Channel
-// as handing their messages over: the caller does not read or modify the
-// request message once it is sent, nor the handler its reply once it
-// returned it, so the Channel passes both by reference instead of copying
-// them (a streamed call's responses are copied as always: their sender
-// reuses them).
-func WithHandOver(ctx context.Context) context.Context {
-	return context.WithValue(ctx, handOverKey{}, handOverValue{})
+// frontCallOf is ctx's frontCall, nil if none.
+func frontCallOf(ctx context.Context) *frontCall {
+	fc, _ := ctx.Value(frontCallKey{}).(*frontCall)
+	return fc
 }
 
-// handsOver reports whether ctx is marked by WithHandOver or WithParsedBody.
-func handsOver(ctx context.Context) bool {
-	_, ok := ctx.Value(handOverKey{}).(handOverValue)
-	return ok
+// EndStreams ends the stream opened on ctx (WithParsedBody) if its caller
+// stopped receiving before its end: the handler runs to its end, each send
+// failing. Its caller calls it once done with the stream's messages, which
+// is why such a stream is not ended by its context ending, as others are:
+// the handler would reuse a message the caller may still be writing out.
+func EndStreams(ctx context.Context) {
+	if fc := frontCallOf(ctx); fc != nil && fc.stream != nil {
+		fc.stream.abandon()
+	}
 }
 
-// checkedByFront reports whether the call is the REST front's, made
-// through the Channel with the document of the body it parsed
+// checkedByFront reports whether the call is the REST front's
 // (WithParsedBody; a network call's context never carries it). Such a
 // request meets every protovalidate rule by construction: its request id
 // passed requestid.OrNew (the rule's length and alphabet), its endpoint is
@@ -57,19 +63,16 @@ func handsOver(ctx context.Context) bool {
 // "{}"); rest's TestFrontRequestsAreValid holds the front to it. Its body
 // is within the front's cap, the Channel's message limit less the
 // envelope's slack.
-func checkedByFront(ctx context.Context) bool {
-	v, _ := ctx.Value(handOverKey{}).(handOverValue)
-	return v.doc != nil
-}
+func checkedByFront(ctx context.Context) bool { return frontCallOf(ctx) != nil }
 
 // parsedBody returns the document WithParsedBody put in ctx when it was
 // parsed from these very bytes for format f, else nil.
 func parsedBody(ctx context.Context, body []byte, f steps.Format) *steps.Document {
-	v, _ := ctx.Value(handOverKey{}).(handOverValue)
-	if v.doc == nil || !v.doc.Of(body) || v.doc.Format() != f {
+	fc := frontCallOf(ctx)
+	if fc == nil || !fc.doc.Of(body) || fc.doc.Format() != f {
 		return nil
 	}
-	return v.doc
+	return fc.doc
 }
 
 // handOver makes dst (a new message of src's type) hold src's fields by
@@ -87,6 +90,9 @@ func handOver(dst, src proto.Message) {
 	case *coordinatorv1.GenerateResponse:
 		s := src.(*coordinatorv1.GenerateResponse)
 		d.RequestId, d.Output = s.RequestId, s.Output
+		return
+	case *coordinatorv1.GenerateStreamResponse:
+		d.Chunk = src.(*coordinatorv1.GenerateStreamResponse).Chunk
 		return
 	}
 	r := dst.ProtoReflect()
