@@ -104,14 +104,7 @@ func (o *Object) AppendSegments(s *Segments) {
 		}
 		s.Write(m.key)
 		s.writeByte(':')
-		switch {
-		case m.obj != nil:
-			m.obj.AppendSegments(s)
-		case m.arr != nil:
-			m.arr.AppendSegments(s)
-		default:
-			s.Ref(m.value)
-		}
+		s.appendValue(m.value, m.obj, m.arr)
 	}
 	s.writeByte('}')
 }
@@ -129,14 +122,21 @@ func (a *Array) AppendSegments(s *Segments) {
 		if i > 0 {
 			s.writeByte(',')
 		}
-		switch {
-		case e.obj != nil:
-			e.obj.AppendSegments(s)
-		case e.arr != nil:
-			e.arr.AppendSegments(s)
-		default:
-			s.Ref(e.value)
-		}
+		s.appendValue(e.value, e.obj, e.arr)
 	}
 	s.writeByte(']')
+}
+
+// appendValue writes a member's or an element's value: its indexed object
+// or array (obj, arr; at most one is set) as they write themselves, else
+// its text by reference.
+func (s *Segments) appendValue(value []byte, obj *Object, arr *Array) {
+	switch {
+	case obj != nil:
+		obj.AppendSegments(s)
+	case arr != nil:
+		arr.AppendSegments(s)
+	default:
+		s.Ref(value)
+	}
 }
