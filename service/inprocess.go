@@ -66,16 +66,13 @@ func (c *Channel) Invoke(ctx context.Context, method string, args, reply any, op
 	if !ok {
 		return status.Errorf(codes.Unimplemented, "unknown method %s", method)
 	}
-	if !checkedByFront(ctx) {
-		if err := c.checkSize(args); err != nil {
-			return err
-		}
-	}
-	sts := &transportStream{method: method}
 	pass := proto.Merge
 	if checkedByFront(ctx) {
 		pass = handOver
+	} else if err := c.checkSize(args); err != nil {
+		return err
 	}
+	sts := &transportStream{method: method}
 	ctx = grpc.NewContextWithServerTransportStream(serverContext(ctx), sts)
 	dec := func(in any) error { pass(in.(proto.Message), args.(proto.Message)); return nil }
 	resp, err := desc.Handler(c.impl, ctx, dec, c.chain.Unary)

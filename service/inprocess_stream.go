@@ -228,7 +228,7 @@ func (s *clientSide) Context() context.Context { return s.clientCtx }
 func (s *clientSide) Header() (metadata.MD, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.started && !s.ended {
+	if !s.started {
 		if err := s.clientCtx.Err(); err != nil {
 			return nil, status.FromContextError(err).Err()
 		}
@@ -253,7 +253,7 @@ func (s *clientSide) Trailer() metadata.MD {
 // SendMsg keeps the one request message of a server stream for the
 // handler: by reference when the call hands its messages over, else a copy.
 func (s *clientSide) SendMsg(m any) error {
-	if !checkedByFront(s.clientCtx) {
+	if !s.handOver {
 		if err := s.channel.checkSize(m); err != nil {
 			s.cancel()
 			return err
@@ -292,7 +292,7 @@ func (s *clientSide) RecvMsg(m any) error {
 		if s.handOver {
 			handOver(m.(proto.Message), msg) // the caller's until its next RecvMsg
 		} else {
-			copyMessage(m.(proto.Message), msg)
+			proto.Merge(m.(proto.Message), msg)
 		}
 		return nil
 	}
@@ -319,26 +319,4 @@ func (s *stream) end() error {
 		s.result = s.err
 	}
 	return s.result
-}
-
-// copyMessage copies src into dst, a new message of its type: an events
-// chunk into one buffer, anything else with proto.Merge.
-func copyMessage(dst, src proto.Message) {
-	d, ok := dst.(*coordinatorv1.GenerateStreamResponse)
-	events := src.(*coordinatorv1.GenerateStreamResponse).GetOpenai()
-	if !ok || events == nil {
-		proto.Merge(dst, src)
-		return
-	}
-	size := 0
-	for _, e := range events.GetData() {
-		size += len(e)
-	}
-	buf := make([]byte, 0, size)
-	data := make([][]byte, len(events.GetData()))
-	for i, e := range events.GetData() {
-		buf = append(buf, e...)
-		data[i] = buf[len(buf)-len(e) : len(buf) : len(buf)]
-	}
-	d.Chunk = &coordinatorv1.GenerateStreamResponse_Openai{Openai: &coordinatorv1.OpenAIEvents{Data: data}}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/steps"
@@ -77,6 +76,8 @@ func parsedBody(ctx context.Context, body []byte, f steps.Format) *steps.Documen
 
 // handOver makes dst (a new message of src's type) hold src's fields by
 // reference: bytes, strings and nested messages are shared, not copied.
+// The service's messages are; another is copied (proto.Merge), as no
+// caller of the REST front's sends one.
 func handOver(dst, src proto.Message) {
 	switch d := dst.(type) { // the service's requests and replies, without reflection
 	case *coordinatorv1.GenerateRequest:
@@ -95,9 +96,5 @@ func handOver(dst, src proto.Message) {
 		d.Chunk = src.(*coordinatorv1.GenerateStreamResponse).Chunk
 		return
 	}
-	r := dst.ProtoReflect()
-	src.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		r.Set(fd, v)
-		return true
-	})
+	proto.Merge(dst, src)
 }
