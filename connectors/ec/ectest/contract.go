@@ -7,12 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/connectors/contracttest"
 	"github.com/coordinator-project/coordinator/connectors/ec"
 )
 
@@ -91,40 +91,26 @@ func freshResults(t *testing.T, c ec.Connector) {
 	first, err := c.PrefillParams(in)
 	require.NoError(t, err)
 	kept := bytes.Clone(first)
-	clobber(first)
+	contracttest.Clobber(first)
 	again, err := c.PrefillParams(in)
 	require.NoError(t, err)
 	assert.Equal(t, string(kept), string(again), "results must be deterministic and fresh")
 	assert.Equal(t, answers(), in, "arguments modified")
-	clobber(again)
+	contracttest.Clobber(again)
 	assert.Equal(t, answers(), in, "result aliases the arguments")
 }
 
 // concurrentCalls checks calls from many goroutines at once on shared
 // arguments each give a valid object.
 func concurrentCalls(t *testing.T, c ec.Connector) {
-	const workers, calls = 16, 50
 	in := answers() // shared: connectors only read it
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for range calls {
-				got, err := c.PrefillParams(in)
-				if err == nil {
-					err = checkObject(got)
-				}
-				if err != nil {
-					errs[w] = err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for w, err := range errs {
-		assert.NoError(t, err, "worker %d", w)
-	}
+	contracttest.Concurrently(t, 16, 50, func() error {
+		got, err := c.PrefillParams(in)
+		if err != nil {
+			return err
+		}
+		return checkObject(got)
+	})
 }
 
 // answers returns a fresh copy of EncodeAnswers.
@@ -150,11 +136,4 @@ func checkObject(raw json.RawMessage) error {
 		return fmt.Errorf("not a JSON object: %w", err)
 	}
 	return nil
-}
-
-// clobber overwrites b, as a caller that reuses a result's memory would.
-func clobber(b []byte) {
-	for i := range b {
-		b[i] = 'x'
-	}
 }

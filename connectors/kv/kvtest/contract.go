@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/connectors/contracttest"
 	"github.com/coordinator-project/coordinator/connectors/kv"
 )
 
@@ -88,7 +88,7 @@ func freshResults(t *testing.T, c kv.Connector) {
 	t.Parallel()
 	first, err := c.PrefillParams()
 	require.NoError(t, err)
-	clobber(first)
+	contracttest.Clobber(first)
 	again, err := c.PrefillParams()
 	require.NoError(t, err)
 	assert.NoError(t, checkFlags(again, true, false), "%s", again)
@@ -97,46 +97,32 @@ func freshResults(t *testing.T, c kv.Connector) {
 	want, err := c.DecodeParams(in)
 	require.NoError(t, err)
 	kept := bytes.Clone(want)
-	clobber(want)
+	contracttest.Clobber(want)
 	got, err := c.DecodeParams(in)
 	require.NoError(t, err)
 	assert.Equal(t, string(kept), string(got), "decode params must be deterministic and fresh")
 	assert.Equal(t, VLLMAnswer, string(in), "argument modified")
-	clobber(got)
+	contracttest.Clobber(got)
 	assert.Equal(t, VLLMAnswer, string(in), "result aliases the argument")
 }
 
 // concurrentCalls: a connector is safe for concurrent use.
 func concurrentCalls(t *testing.T, c kv.Connector) {
 	t.Parallel()
-	const workers, calls = 16, 50
 	in := json.RawMessage(VLLMAnswer) // shared: connectors only read it
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for range calls {
-				p, err := c.PrefillParams()
-				if err == nil {
-					err = checkFlags(p, true, false)
-				}
-				if err == nil {
-					p, err = c.DecodeParams(in)
-				}
-				if err == nil {
-					err = checkFlags(p, false, true)
-				}
-				if err != nil {
-					errs[w] = err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for w, err := range errs {
-		assert.NoError(t, err, "worker %d", w)
-	}
+	contracttest.Concurrently(t, 16, 50, func() error {
+		p, err := c.PrefillParams()
+		if err == nil {
+			err = checkFlags(p, true, false)
+		}
+		if err == nil {
+			p, err = c.DecodeParams(in)
+		}
+		if err == nil {
+			err = checkFlags(p, false, true)
+		}
+		return err
+	})
 }
 
 // checkFlags reports whether raw is a JSON object whose do_remote_decode
@@ -167,11 +153,4 @@ func checkFlags(raw json.RawMessage, decode, prefill bool) error {
 		}
 	}
 	return nil
-}
-
-// clobber overwrites b, as a caller that reuses a result's memory would.
-func clobber(b []byte) {
-	for i := range b {
-		b[i] = 'x'
-	}
 }
