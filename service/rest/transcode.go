@@ -64,9 +64,9 @@ func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, i
 	gr.Host, gr.RemoteAddr = "", ""
 	gr.Header["Content-Type"] = jsonContentType
 	gr.Body = &x.body
-	// A stream the gateway stopped receiving (a failed write) ends once
-	// the gateway is done with its messages.
-	defer service.EndStreams(gr.Context())
+	if stream { // one the gateway stopped receiving (a failed write) ends once it is done with its messages
+		defer service.EndStreams(gr.Context())
+	}
 	h.gateway.ServeHTTP(&x.w, gr)
 	x.w.finish()
 }
