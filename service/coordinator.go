@@ -34,22 +34,39 @@ type Coordinator struct {
 	metrics  *metrics.Metrics
 	log      *slog.Logger
 	maxBody  int64 // server.max_request_body_size in bytes
+	// trustTransfer keeps a client's transfer params
+	// (server.trust_client_transfer_params).
+	trustTransfer bool
 }
 
-// NewCoordinator builds the service for cfg's body size cap.
+// NewCoordinator builds the service for cfg's body size cap and trust of
+// client transfer params.
 func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg config.Config) *Coordinator {
-	return &Coordinator{pipeline: p, metrics: m, log: log, maxBody: cfg.Server.MaxRequestBodyBytes()}
+	return &Coordinator{pipeline: p, metrics: m, log: log, maxBody: cfg.Server.MaxRequestBodyBytes(),
+		trustTransfer: cfg.Server.TrustClientTransferParams}
 }
 
 // requestContext is newRequestContext for a body within
 // server.max_request_body_size, the cap REST applies as it reads: the gRPC
 // message limit leaves room for the envelope, so it alone would let gRPC
-// clients send more.
+// clients send more. Unless server.trust_client_transfer_params is on, the
+// client's own transfer params are removed from the document before any
+// step sees it (compat D23).
 func (c *Coordinator) requestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, error) {
 	if n := int64(len(in.GetJson())); n > c.maxBody {
 		return nil, status.Errorf(codes.ResourceExhausted, "request body too large: %d bytes, the limit is %d (request_id: %s)", n, c.maxBody, id)
 	}
-	return newRequestContext(ctx, id, in)
+	rc, err := newRequestContext(ctx, id, in)
+	if err != nil || c.trustTransfer {
+		return rc, err
+	}
+	if dropped := rc.Doc.DropTransferParams(); dropped != nil {
+		api := apiOf(ctx)
+		c.metrics.ClientTransferParamsDropped(api, rc.Format.String())
+		c.log.InfoContext(ctx, "client transfer params dropped", "request_id", id, "api", api,
+			"endpoint", rc.Format.String(), "keys", dropped)
+	}
+	return rc, nil
 }
 
 // Generate implements CoordinatorServiceServer.
@@ -111,10 +128,8 @@ func (c *Coordinator) GenerateStream(req *coordinatorv1.GenerateStreamRequest, s
 // request once with them, and maps its error.
 func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method string) error {
 	start := time.Now()
-	api := metrics.APIGRPC
-	if CalledInProcess(ctx) {
-		api = metrics.APIREST // the REST front counts the request itself
-	} else {
+	api := apiOf(ctx)
+	if api == metrics.APIGRPC { // the REST front counts its requests itself
 		defer c.metrics.Begin(api, rc.Stream)()
 	}
 	ctx, span := startRequestSpan(ctx, method, rc)
@@ -156,6 +171,15 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 		c.metrics.Bytes(api, "out", answer.bytes)
 	}
 	return err
+}
+
+// apiOf is the API a call on ctx arrived by: REST for the REST front's
+// calls in process, else gRPC.
+func apiOf(ctx context.Context) string {
+	if CalledInProcess(ctx) {
+		return metrics.APIREST
+	}
+	return metrics.APIGRPC
 }
 
 // logDone writes the request's last line at level, if that level is

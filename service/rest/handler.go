@@ -36,10 +36,13 @@ type Handler struct {
 	gateway *runtime.ServeMux
 	client  coordinatorv1.CoordinatorServiceClient
 	maxBody int64
-	ready   *service.Readiness
-	metrics *metrics.Metrics
-	queued  steps.RequestStore // nil without a step keeping queued requests (requests.go)
-	holder  steps.Holder       // nil: no request is held open (requests.go)
+	// trustTransfer relays a client's transfer params on passthrough paths
+	// (server.trust_client_transfer_params).
+	trustTransfer bool
+	ready         *service.Readiness
+	metrics       *metrics.Metrics
+	queued        steps.RequestStore // nil without a step keeping queued requests (requests.go)
+	holder        steps.Holder       // nil: no request is held open (requests.go)
 	// streamWriteTimeout bounds each write of a stream (transcode.go); 0: none.
 	streamWriteTimeout time.Duration
 	pass               *passthrough // nil without a gateway to relay to (passthrough.go)

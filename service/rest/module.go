@@ -34,6 +34,7 @@ func newHandler(in *service.InProcess, cfg config.Config, ready *service.Readine
 	h.ServeQueued(store)
 	h.holder = p
 	h.streamWriteTimeout = cfg.Server.StreamWriteTimeout
+	h.trustTransfer = cfg.Server.TrustClientTransferParams
 	h.ServePassthrough(gateway, adm, log)
 	return h, nil
 }

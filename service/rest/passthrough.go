@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -15,10 +16,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"
+	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -37,7 +40,8 @@ type passthrough struct {
 // ServePassthrough relays every path no route serves (/v1/models,
 // /v1/embeddings, /tokenize, ...) to the gateway with EPP-Profile: decode:
 // same method, path, query, body and forwardable headers, x-request-id
-// validated or regenerated. Each request is admitted by admission as a
+// validated or regenerated; a JSON body loses the client's transfer
+// params (compat D23) unless server.trust_client_transfer_params is on. Each request is admitted by admission as a
 // request (not a stream: what the answer is comes later), so it counts
 // against server.max_concurrent_requests and is drained at shutdown. The
 // body is streamed to the gateway under the max body size (413 past it);
@@ -112,6 +116,14 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 	if r.ContentLength != 0 {
 		body = &countedBody{r: capBody(w, r.Body, h.maxBody)}
 		fr.Body = body
+		if !h.trustTransfer && isJSON(r.Header.Get("Content-Type")) {
+			data, err := io.ReadAll(body)
+			if err != nil {
+				return outcome{in: body.count(), err: h.pass.failed(w, r, id, body.readErr(), err)}
+			}
+			data = h.dropTransferParams(r, id, data)
+			fr.Body, fr.ContentLength = bytes.NewReader(data), int64(len(data))
+		}
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // the gateway may think long; writes get their own bound
@@ -258,6 +270,32 @@ func withForwardedFor(r *http.Request) http.Header {
 func isEventStream(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "text/event-stream"
+}
+
+// dropTransferParams is a relayed JSON body without the transfer params a
+// client may not set (compat D23; steps.DropTransferParams), the request
+// logged and counted when it had some. A body that is not a JSON object
+// goes as it came: the worker answers it.
+func (h *Handler) dropTransferParams(r *http.Request, id string, data []byte) []byte {
+	obj, err := jsonbody.ParseObject(data)
+	if err != nil {
+		return data
+	}
+	dropped := steps.DropTransferParams(obj)
+	if dropped == nil {
+		return data
+	}
+	h.metrics.ClientTransferParamsDropped(metrics.APIREST, endpointPassthrough)
+	h.pass.log.InfoContext(r.Context(), "client transfer params dropped", "request_id", id, "api", metrics.APIREST,
+		"endpoint", endpointPassthrough, "path", r.URL.Path, "keys", dropped)
+	return obj.Bytes()
+}
+
+// isJSON reports whether a content type is JSON's (application/json, or a
+// +json type).
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
 // countedBody is the client's body on its way to the gateway: it counts
