@@ -11,15 +11,18 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/coordinator-project/coordinator/internal/requestid"
 )
 
 // callLog writes one "finished call" line per call, at callLevel of its
 // code, with the fields of go-grpc-middleware's logging interceptor
 // (protocol, grpc.component, grpc.service, grpc.method, grpc.method_type,
 // peer.address, grpc.start_time, grpc.request.deadline, grpc.code,
-// grpc.error, grpc.time_ms). Unlike that interceptor it builds the fields
+// grpc.error, grpc.time_ms), and the request_id the call named. Unlike that interceptor it builds the fields
 // only for a line the logger takes: a call nobody logs (at log_level 1 and
 // 2, every successful one) costs a clock read.
 type callLog struct{ log *slog.Logger }
@@ -27,12 +30,17 @@ type callLog struct{ log *slog.Logger }
 func (l callLog) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := handler(ctx, req)
-	l.finished(ctx, info.FullMethod, "unary", start, err)
+	l.finished(ctx, info.FullMethod, "unary", start, err, req)
 	return resp, err
 }
 
 func (l callLog) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	start := time.Now()
+	var first *firstMessage
+	if !CalledInProcess(ss.Context()) { // the REST front's calls have their own lines
+		first = &firstMessage{ServerStream: ss}
+		ss = first
+	}
 	err := handler(srv, ss)
 	typ := "server_stream"
 	switch {
@@ -41,13 +49,53 @@ func (l callLog) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 	case info.IsClientStream:
 		typ = "client_stream"
 	}
-	l.finished(ss.Context(), info.FullMethod, typ, start, err)
+	var req any
+	if first != nil {
+		req = first.msg
+	}
+	l.finished(ss.Context(), info.FullMethod, typ, start, err, req)
 	return err
 }
 
+// firstMessage is a stream that keeps the first message it received, for
+// the call's line to name its request id.
+type firstMessage struct {
+	grpc.ServerStream
+	msg any
+}
+
+func (s *firstMessage) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if err == nil && s.msg == nil {
+		s.msg = m
+	}
+	return err
+}
+
+// callRequestID is the request id a call named: its request message's
+// request_id, else its x-request-id metadata; "" when it named none or an
+// invalid one (the service then made up the id, which its own lines
+// carry).
+func callRequestID(ctx context.Context, req any) string {
+	id := ""
+	if r, ok := req.(interface{ GetRequestId() string }); ok {
+		id = r.GetRequestId()
+	}
+	if id == "" {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if v := md.Get(headerRequestID); len(v) > 0 {
+			id = v[0]
+		}
+	}
+	if !requestid.Valid(id) {
+		return ""
+	}
+	return id
+}
+
 // finished writes the line of a call that started at start and ended with
-// err, if the logger takes it.
-func (l callLog) finished(ctx context.Context, fullMethod, typ string, start time.Time, err error) {
+// err, if the logger takes it; req is its request message, if known.
+func (l callLog) finished(ctx context.Context, fullMethod, typ string, start time.Time, err error, req any) {
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
@@ -57,7 +105,10 @@ func (l callLog) finished(ctx context.Context, fullMethod, typ string, start tim
 		return
 	}
 	service, method, _ := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
-	fields := make([]any, 0, 22)
+	fields := make([]any, 0, 24)
+	if id := callRequestID(ctx, req); id != "" {
+		fields = append(fields, "request_id", id)
+	}
 	fields = append(fields, "protocol", "grpc", "grpc.component", "server", "grpc.service", service,
 		"grpc.method", method, "grpc.method_type", typ)
 	if p, ok := peer.FromContext(ctx); ok {

@@ -12,7 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 )
 
 // callLines runs one call of each outcome through callLog at level and
@@ -87,3 +91,46 @@ type ctxStream struct {
 }
 
 func (s ctxStream) Context() context.Context { return s.ctx }
+
+// msgStream is a stream whose one message is msg.
+type msgStream struct {
+	ctxStream
+	msg *coordinatorv1.GenerateStreamRequest
+}
+
+func (s msgStream) RecvMsg(m any) error {
+	proto.Merge(m.(*coordinatorv1.GenerateStreamRequest), s.msg)
+	return nil
+}
+
+func TestCallLogNamesTheRequestID(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	l := callLog{log: slog.New(slog.NewJSONHandler(&buf, nil))}
+	bad := status.Error(codes.InvalidArgument, "bad")
+	unary := &grpc.UnaryServerInfo{FullMethod: "/coordinator.v1.CoordinatorService/Generate"}
+	stream := &grpc.StreamServerInfo{FullMethod: "/coordinator.v1.CoordinatorService/GenerateStream", IsServerStream: true}
+	failUnary := func(context.Context, any) (any, error) { return nil, bad }
+	failStream := func(_ any, ss grpc.ServerStream) error {
+		var m coordinatorv1.GenerateStreamRequest
+		require.NoError(t, ss.RecvMsg(&m))
+		return bad
+	}
+	withHeader := func(id string) context.Context {
+		return metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-request-id", id))
+	}
+
+	_, _ = l.unary(context.Background(), &coordinatorv1.GenerateRequest{RequestId: "from-message"}, unary, failUnary)
+	_, _ = l.unary(withHeader("from-header"), &coordinatorv1.GenerateRequest{}, unary, failUnary)
+	_ = l.stream(nil, msgStream{ctxStream{ctx: context.Background()}, &coordinatorv1.GenerateStreamRequest{RequestId: "stream-message"}}, stream, failStream)
+	_ = l.stream(nil, msgStream{ctxStream{ctx: withHeader("stream-header")}, &coordinatorv1.GenerateStreamRequest{}}, stream, failStream)
+	_, _ = l.unary(withHeader("not valid!"), nil, unary, failUnary)
+
+	var ids []any
+	for line := range strings.Lines(buf.String()) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m))
+		ids = append(ids, m["request_id"])
+	}
+	assert.Equal(t, []any{"from-message", "from-header", "stream-message", "stream-header", nil}, ids)
+}

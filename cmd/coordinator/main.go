@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -29,9 +30,10 @@ import (
 // of its CPU under load. GOGC in the environment still wins.
 const defaultGCPercent = 200
 
-// main exits 2 for bad flags, 1 when the config, the app's construction,
-// its start or its stop fails (one "coordinator: ..." line on stderr with
-// the cause, whatever the log level), 0 after a clean stop.
+// main exits 2 for bad flags, 1 when the config, the app's construction
+// or its start fails (one "coordinator: ..." line on stderr with the
+// cause, whatever the log level) or its stop fails (logged at error), 0
+// after a clean stop.
 func main() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
@@ -58,7 +60,9 @@ func main() {
 		// without fx's chain of the types it was building.
 		fail(dig.RootCause(err))
 	}
-	if err := run(app, life, log); err != nil {
+	if err := run(app, life, log); errors.Is(err, errStopFailed) {
+		os.Exit(1)
+	} else if err != nil {
 		fail(err)
 	}
 }
