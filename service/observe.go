@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/coordinator-project/coordinator/internal/spans"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -41,25 +42,32 @@ type requestSpan struct {
 // method with the OpenTelemetry RPC attributes, as a child of the caller's
 // traceparent (call metadata) if any. An in-process call's span is the
 // REST front's: it gets the same coordinator attributes.
+//
+// With tracing off (spans.On) the call gets ctx's no-op span and costs
+// nothing.
 func startRequestSpan(ctx context.Context, method string, rc *steps.RequestContext) (context.Context, requestSpan) {
-	attrs := []attribute.KeyValue{
-		attribute.String("coordinator.request_id", rc.RequestID),
-		attribute.String("coordinator.endpoint", rc.Format.String()),
-		attribute.String("gen_ai.request.model", rc.Model),
-		attribute.Bool("coordinator.stream", rc.Stream),
-	}
-	if CalledInProcess(ctx) {
+	if !spans.On() || CalledInProcess(ctx) {
 		span := trace.SpanFromContext(ctx)
 		if span.IsRecording() {
-			span.SetAttributes(attrs...)
+			span.SetAttributes(requestAttributes(rc)...)
 		}
 		return ctx, requestSpan{Span: span}
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	ctx = otel.GetTextMapPropagator().Extract(ctx, metadataCarrier(md))
 	ctx, span := tracer.Start(ctx, rpcService+"/"+method, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(append(attrs, semconv.RPCSystemGRPC, semconv.RPCService(rpcService), semconv.RPCMethod(method))...))
+		trace.WithAttributes(append(requestAttributes(rc), semconv.RPCSystemGRPC, semconv.RPCService(rpcService), semconv.RPCMethod(method))...))
 	return ctx, requestSpan{Span: span, own: true}
+}
+
+// requestAttributes are the coordinator's attributes of a request's span.
+func requestAttributes(rc *steps.RequestContext) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		attribute.String("coordinator.request_id", rc.RequestID),
+		attribute.String("coordinator.endpoint", rc.Format.String()),
+		attribute.String("gen_ai.request.model", rc.Model),
+		attribute.Bool("coordinator.stream", rc.Stream),
+	}
 }
 
 // rpcService is CoordinatorService's full name.
