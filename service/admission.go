@@ -20,6 +20,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
 )
 
@@ -269,7 +270,7 @@ func (a *Admission) cutShort(ctx context.Context, err error, stream bool) error 
 		return err
 	}
 	api := metrics.APIGRPC
-	if CalledInProcess(ctx) {
+	if inproc.Called(ctx) {
 		api = metrics.APIREST
 	}
 	a.metrics.ShutdownCut(api, stream)

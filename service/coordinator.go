@@ -22,6 +22,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/upstream"
@@ -112,7 +113,7 @@ func (c *Coordinator) GenerateStream(req *coordinatorv1.GenerateStreamRequest, s
 func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method string) error {
 	start := time.Now()
 	api := metrics.APIGRPC
-	if CalledInProcess(ctx) {
+	if inproc.Called(ctx) {
 		api = metrics.APIREST // the REST front counts the request itself
 	} else {
 		defer c.metrics.Begin(api, rc.Stream)()
@@ -218,7 +219,7 @@ func requestID(ctx context.Context, fromMessage string) string {
 // call metadata.
 func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, error) {
 	format := FormatOf(in.GetEndpoint())
-	doc := parsedBody(ctx, in.GetJson(), format)
+	doc := inproc.ParsedBody(ctx, in.GetJson(), format)
 	if doc == nil {
 		var err error
 		if doc, err = steps.ParseDocument(in.GetJson(), format); err != nil {

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
 )
 
@@ -29,7 +30,7 @@ const messageSlack = 1 << 20
 // Interceptors is the chain every CoordinatorService call runs through,
 // over the network and in process alike: admission, the slow reader bound
 // (network streams), logging, the declared body size, panic recovery, then
-// protovalidate (but for the REST front's own requests: checkedByFront).
+// protovalidate (but for the REST front's own requests: inproc.CheckedByFront).
 type Interceptors struct {
 	Unary  grpc.UnaryServerInterceptor
 	Stream grpc.StreamServerInterceptor
@@ -110,11 +111,11 @@ func NewGRPCServer(svc *Coordinator, chain *Interceptors, healthSrv *health.Serv
 }
 
 // unlessCheckedUnary runs validate but on the requests the REST front
-// built from a request it checked (checkedByFront): protovalidate would
+// built from a request it checked (inproc.CheckedByFront): protovalidate would
 // find nothing there, at a cost of several microseconds a call.
 func unlessCheckedUnary(validate grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if checkedByFront(ctx) {
+		if inproc.CheckedByFront(ctx) {
 			return handler(ctx, req)
 		}
 		return validate(ctx, req, info, handler)
@@ -124,7 +125,7 @@ func unlessCheckedUnary(validate grpc.UnaryServerInterceptor) grpc.UnaryServerIn
 // unlessCheckedStream is unlessCheckedUnary for streams.
 func unlessCheckedStream(validate grpc.StreamServerInterceptor) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if checkedByFront(ss.Context()) {
+		if inproc.CheckedByFront(ss.Context()) {
 			return handler(srv, ss)
 		}
 		return validate(srv, ss, info, handler)

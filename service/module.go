@@ -17,6 +17,7 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/upstream"
@@ -109,18 +110,19 @@ func newGRPCServer(svc *Coordinator, chain *Interceptors, h *health.Server, m *m
 }
 
 // InProcess is the REST front's client of CoordinatorService: calls run the
-// same interceptors and handlers as network calls, in process (see Channel).
+// same interceptors and handlers as network calls, in process (see
+// inproc.Channel).
 type InProcess struct {
 	// Client is the CoordinatorService client over the in-process channel.
 	Client coordinatorv1.CoordinatorServiceClient
 	// Channel is the channel itself.
-	Channel *Channel
+	Channel *inproc.Channel
 }
 
 // newInProcess builds the channel; its idle stream runners stop with the
 // app.
 func newInProcess(lc fx.Lifecycle, svc *Coordinator, chain *Interceptors, cfg config.Config) *InProcess {
-	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, chain, int(cfg.Server.MaxRequestBodyBytes())+messageSlack)
+	ch := inproc.NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, inproc.Chain{Unary: chain.Unary, Stream: chain.Stream}, int(cfg.Server.MaxRequestBodyBytes())+messageSlack)
 	lc.Append(fx.StopHook(ch.Close))
 	return &InProcess{Client: coordinatorv1.NewCoordinatorServiceClient(ch), Channel: ch}
 }

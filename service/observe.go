@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -48,7 +49,7 @@ func startRequestSpan(ctx context.Context, method string, rc *steps.RequestConte
 		attribute.String("gen_ai.request.model", rc.Model),
 		attribute.Bool("coordinator.stream", rc.Stream),
 	}
-	if CalledInProcess(ctx) {
+	if inproc.Called(ctx) {
 		span := trace.SpanFromContext(ctx)
 		if span.IsRecording() {
 			span.SetAttributes(attrs...)
@@ -185,15 +186,6 @@ func (s *answerSink) Events(data [][]byte) error {
 		s.last = now
 	}
 	return s.Sink.Events(data)
-}
-
-type inProcessKey struct{}
-
-// CalledInProcess reports whether the call came through the in-process Channel
-// (the REST front) rather than the network.
-func CalledInProcess(ctx context.Context) bool {
-	v, _ := ctx.Value(inProcessKey{}).(bool)
-	return v
 }
 
 // timingsValue logs the steps that ran with their durations.

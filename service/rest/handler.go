@@ -26,6 +26,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 )
@@ -148,7 +149,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 		return
 	}
 	// The one parse of the body: the service takes the document from the
-	// call's context (service.WithParsedBody).
+	// call's context (inproc.WithParsedBody).
 	doc, err := steps.ParseDocument(data, b.format)
 	if err != nil {
 		writeOpenAIError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
@@ -158,7 +159,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 	if raw, ok := doc.Root().Get("stream"); ok {
 		stream, _ = jsonbody.Bool(raw)
 	}
-	r = r.WithContext(service.WithParsedBody(r.Context(), doc))
+	r = r.WithContext(inproc.WithParsedBody(r.Context(), doc))
 	h.metrics.Bytes(metrics.APIREST, "in", len(data))
 	defer h.metrics.Begin(metrics.APIREST, stream)()
 	if !stream {
