@@ -1,52 +1,23 @@
-package service
+package tokens
 
 import (
 	"context"
 	"strconv"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/steps"
+
+	"google.golang.org/grpc/metadata"
 )
 
-// generateTokens serves a tokens input of Generate: the request becomes a
-// vLLM /inference/v1/generate body and runs through the pipeline like a REST
-// request to that path; the decode worker's answer becomes a TokensResponse.
-func (c *Coordinator) generateTokens(ctx context.Context, id string, in *coordinatorv1.TokensRequest) (*coordinatorv1.GenerateResponse, error) {
-	rc := newTokensContext(ctx, id, in, false)
-	sink := newTokensUnarySink(in)
-	rc.Sink = sink
-	if err := c.run(ctx, rc, "Generate"); err != nil {
-		return nil, err
-	}
-	if sink.resp == nil {
-		return nil, status.Errorf(codes.Internal, "the pipeline gave no answer (request_id: %s)", id)
-	}
-	return &coordinatorv1.GenerateResponse{
-		RequestId: id,
-		Output:    &coordinatorv1.GenerateResponse_Tokens{Tokens: sink.resp},
-	}, nil
-}
-
-// generateTokensStream serves a tokens input of GenerateStream: as
-// generateTokens, with the worker's stream sent on as TokensChunk messages.
-func (c *Coordinator) generateTokensStream(id string, in *coordinatorv1.TokensRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
-	ctx := stream.Context()
-	rc := newTokensContext(ctx, id, in, true)
-	rc.Sink = newTokensStreamSink(stream)
-	return c.run(ctx, rc, "GenerateStream")
-}
-
-// newTokensContext builds the request context of a tokens input: format
+// NewRequestContext builds the request context of a tokens input: format
 // generate, the body appendTokensBody writes, and the prompt's token IDs and
 // images already typed (render's generate branch, when configured, checks
 // the body and takes the same values from it). The token IDs' JSON is the
 // body's own token_ids, so no leg encodes them again.
-func newTokensContext(ctx context.Context, id string, in *coordinatorv1.TokensRequest, stream bool) *steps.RequestContext {
+func NewRequestContext(ctx context.Context, id string, in *coordinatorv1.TokensRequest, stream bool) *steps.RequestContext {
 	body, idsAt, idsEnd := writeTokensBody(nil, id, in, stream)
 	return &steps.RequestContext{
 		RequestID:  id,
@@ -231,4 +202,10 @@ func multimodalEntries(f *coordinatorv1.MultimodalFeatures) []steps.MultimodalEn
 		entries[i] = e
 	}
 	return entries
+}
+
+// forwardedHeaders is the call metadata every leg carries as headers.
+func forwardedHeaders(ctx context.Context) headers.Forwarded {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return headers.FromMetadata(md)
 }
