@@ -20,6 +20,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/inproc"
@@ -188,8 +189,8 @@ func (c *Coordinator) logDone(ctx context.Context, level slog.Level, msg, api st
 // is to blame for or left (a 4xx answer, 499) is logged at info too, the
 // rest at warning.
 func failure(ctx context.Context, err error, requestID string) (*status.Status, string, slog.Level) {
-	if CutByShutdown(ctx) {
-		return status.New(codes.Unavailable, ErrShuttingDown.Error()+" (request_id: "+requestID+")"), "request cut short by the shutdown", slog.LevelInfo
+	if admission.CutByShutdown(ctx) {
+		return status.New(codes.Unavailable, admission.ErrShuttingDown.Error()+" (request_id: "+requestID+")"), "request cut short by the shutdown", slog.LevelInfo
 	}
 	st := apierror.FromError(err, requestID)
 	if apierror.HTTPStatus(st) < http.StatusInternalServerError {

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
 )
@@ -40,7 +41,7 @@ type Interceptors struct {
 type ChainOptions struct {
 	// Admission admits the inference calls first, so a refusal costs
 	// nothing further; nil admits every call.
-	Admission *Admission
+	Admission *admission.Controller
 	// StreamWriteTimeout bounds each message of a network stream
 	// (boundSends); 0: no bound.
 	StreamWriteTimeout time.Duration

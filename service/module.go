@@ -16,6 +16,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
@@ -32,8 +33,6 @@ var Module = fx.Module("service",
 		fx.Annotate(newPipeline, fx.ParamTags(`group:"steps"`)),
 		NewCoordinator,
 		health.NewServer,
-		NewReadiness,
-		NewAdmission,
 		newInterceptors,
 		newGRPCServer,
 		newInProcess,
@@ -92,7 +91,7 @@ func newPipeline(plugins []steps.Plugin, cfg config.Config, lc fx.Lifecycle) (*s
 // knownSteps starts the configured steps' duration series at 0.
 func knownSteps(m *metrics.Metrics, p *steps.Pipeline) { m.KnownSteps(p.Names()) }
 
-func newInterceptors(log *slog.Logger, adm *Admission, cfg config.Config) (*Interceptors, error) {
+func newInterceptors(log *slog.Logger, adm *admission.Controller, cfg config.Config) (*Interceptors, error) {
 	return NewInterceptors(log, ChainOptions{
 		Admission: adm, StreamWriteTimeout: cfg.Server.StreamWriteTimeout,
 		MaxMessageBytes: int(cfg.Server.MaxRequestBodyBytes()) + messageSlack,
@@ -130,9 +129,9 @@ func newInProcess(lc fx.Lifecycle, svc *Coordinator, chain *Interceptors, cfg co
 // serveGRPC listens on server.grpc_listen_addr at start (a busy port fails
 // startup) and serves there. At stop, after the Admission drain ended the
 // inference calls, it closes the listener and lets what is left (health
-// watches, queued-request lookups) end for up to StopGrace, then closes
+// watches, queued-request lookups) end for up to admission.StopGrace, then closes
 // the connections.
-func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, cfg config.Config, ready *Readiness, addrs *Addresses, log *slog.Logger) {
+func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, cfg config.Config, ready *admission.Readiness, addrs *Addresses, log *slog.Logger) {
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
 			lis, err := net.Listen("tcp", cfg.Server.GRPCListenAddr)
@@ -148,7 +147,7 @@ func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, cfg config.Config, ready *Read
 			ready.Set(false)
 			done := make(chan struct{})
 			go func() { srv.GracefulStop(); close(done) }()
-			grace := time.NewTimer(StopGrace)
+			grace := time.NewTimer(admission.StopGrace)
 			defer grace.Stop()
 			select {
 			case <-done:

@@ -26,6 +26,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
@@ -37,7 +38,7 @@ type Handler struct {
 	gateway *runtime.ServeMux
 	client  coordinatorv1.CoordinatorServiceClient
 	maxBody int64
-	ready   *service.Readiness
+	ready   *admission.Readiness
 	metrics *metrics.Metrics
 	queued  steps.RequestStore // nil without a step keeping queued requests (requests.go)
 	holder  steps.Holder       // nil: no request is held open (requests.go)
@@ -50,7 +51,7 @@ type Handler struct {
 
 // NewHandler builds the REST front over a CoordinatorService client.
 // maxBody caps request bodies (413 past it).
-func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClient, maxBody int64, ready *service.Readiness, m *metrics.Metrics) (*Handler, error) {
+func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClient, maxBody int64, ready *admission.Readiness, m *metrics.Metrics) (*Handler, error) {
 	installQueryParser()
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, rawJSON{}),

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordinator-project/coordinator/internal/requestid"
-	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps/upstream"
@@ -30,7 +30,7 @@ const endpointPassthrough = "passthrough"
 // (compat §3.6).
 type passthrough struct {
 	gateway   *upstream.Client
-	admission *service.Admission // nil admits every request
+	admission *admission.Controller // nil admits every request
 	log       *slog.Logger
 }
 
@@ -46,7 +46,7 @@ type passthrough struct {
 // server.stream_write_timeout per write. No answer from the gateway is
 // 502, or 504 when it timed out. Without ServePassthrough those paths are
 // 404.
-func (h *Handler) ServePassthrough(gateway *upstream.Client, admission *service.Admission, log *slog.Logger) {
+func (h *Handler) ServePassthrough(gateway *upstream.Client, admission *admission.Controller, log *slog.Logger) {
 	h.pass = &passthrough{gateway: gateway, admission: admission, log: log}
 }
 
@@ -97,7 +97,7 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 		}
 		defer release()
 		defer func() { // before release, while the drain's cause is still actx's
-			if service.CutByShutdown(actx) {
+			if admission.CutByShutdown(actx) {
 				h.metrics.ShutdownCut(metrics.APIREST, false)
 			}
 		}()
@@ -162,8 +162,8 @@ func (p *passthrough) failed(w http.ResponseWriter, r *http.Request, id string, 
 	switch {
 	case r.Context().Err() != nil:
 		return err
-	case errors.Is(err, service.ErrShuttingDown):
-		writeError(w, status.Error(codes.Unavailable, service.ErrShuttingDown.Error()+" (request_id: "+id+")"))
+	case errors.Is(err, admission.ErrShuttingDown):
+		writeError(w, status.Error(codes.Unavailable, admission.ErrShuttingDown.Error()+" (request_id: "+id+")"))
 		return err
 	}
 	writeError(w, apierror.FromError(err, id).Err())
