@@ -25,6 +25,7 @@ import (
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
+	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
@@ -119,7 +120,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	} else {
 		defer c.metrics.Begin(api, rc.Stream)()
 	}
-	ctx, span := startRequestSpan(ctx, method, rc)
+	ctx, span := tracing.StartRequestSpan(ctx, method, rc)
 	ctx = upstream.WithObserver(ctx, c.metrics)
 	rc.Timings = make([]steps.Timing, 0, 8)
 	answer := &answerSink{Sink: rc.Sink, interToken: c.metrics.InterToken(api, rc.Format.String()),
@@ -147,11 +148,11 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 		st, msg, level := failure(ctx, err, rc.RequestID)
 		code = st.Code()
 		c.logDone(ctx, level, msg, api, rc, start, span, []slog.Attr{slog.String("code", code.String()), slog.String("error", err.Error())})
-		span.fail(code, st.Message())
+		span.Fail(code, st.Message())
 		setAnswerHeader(ctx, relayedHeader(err))
 		err = st.Err()
 	}
-	span.end(code)
+	span.Finish(code)
 	if api == metrics.APIGRPC {
 		c.metrics.RequestDone(api, rc.Format.String(), code.String(), time.Since(start))
 		c.metrics.Bytes(api, "in", len(rc.Body))
@@ -163,7 +164,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 // logDone writes the request's last line at level, if that level is
 // logged (the attributes cost allocations): its id, API, endpoint, model,
 // duration, step timings and trace id, then more.
-func (c *Coordinator) logDone(ctx context.Context, level slog.Level, msg, api string, rc *steps.RequestContext, start time.Time, span requestSpan, more []slog.Attr) {
+func (c *Coordinator) logDone(ctx context.Context, level slog.Level, msg, api string, rc *steps.RequestContext, start time.Time, span tracing.RequestSpan, more []slog.Attr) {
 	if !c.log.Enabled(ctx, level) {
 		return
 	}

@@ -22,6 +22,7 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/inproc"
+	"github.com/coordinator-project/coordinator/service/logging"
 	"github.com/coordinator-project/coordinator/service/metrics"
 )
 
@@ -62,19 +63,19 @@ func NewInterceptors(log *slog.Logger, opts ChainOptions) (*Interceptors, error)
 	if err != nil {
 		return nil, fmt.Errorf("protovalidate: %w", err)
 	}
-	calls := callLog{log: log}
+	calls := logging.NewCallLog(log)
 	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})
 	unary := []grpc.UnaryServerInterceptor{
-		calls.unary,
+		calls.Unary,
 		recovery.UnaryServerInterceptor(recoverOpt),
 		unlessCheckedUnary(grpcvalidate.UnaryServerInterceptor(validator)),
 	}
 	stream := []grpc.StreamServerInterceptor{
 		boundSends(opts.StreamWriteTimeout),
-		calls.stream,
+		calls.Stream,
 		recovery.StreamServerInterceptor(recoverOpt),
 		unlessCheckedStream(grpcvalidate.StreamServerInterceptor(validator)),
 	}

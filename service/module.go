@@ -40,9 +40,8 @@ var Module = fx.Module("service",
 		metrics.New,
 		tlsReloads,
 		NewListenerTLS,
-		newTracing,
 	),
-	fx.Invoke(func(*Tracing) {}, knownSteps, serveGRPC),
+	fx.Invoke(knownSteps, serveGRPC),
 )
 
 func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, reloads tlsfiles.Observer) (*upstream.Client, error) {

@@ -20,7 +20,9 @@ import (
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/logging"
 	"github.com/coordinator-project/coordinator/service/rest"
+	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/asyncbroker"
 )
@@ -50,7 +52,7 @@ func main() {
 	if *verbosity > 0 {
 		cfg.LogLevel = *verbosity
 	}
-	log := service.NewLogger(os.Stderr, cfg.LogLevel)
+	log := logging.NewLogger(os.Stderr, cfg.LogLevel)
 	routeLibraryLogs(log)
 	var life *lifeReport
 	app := fx.New(App(cfg, log), fx.Populate(&life))
@@ -96,6 +98,7 @@ func App(cfg config.Config, log *slog.Logger) fx.Option {
 		steps.Module,
 		asyncbroker.Module,
 		admission.Module,
+		tracing.Module,
 		service.Module,
 		rest.Module,
 		fx.Provide(newLifeReport),

@@ -1,4 +1,4 @@
-package service
+package logging
 
 import (
 	"context"
@@ -15,23 +15,29 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// callLog writes one "finished call" line per call, at callLevel of its
+// CallLog writes one "finished call" line per call, at callLevel of its
 // code, with the fields of go-grpc-middleware's logging interceptor
 // (protocol, grpc.component, grpc.service, grpc.method, grpc.method_type,
 // peer.address, grpc.start_time, grpc.request.deadline, grpc.code,
 // grpc.error, grpc.time_ms). Unlike that interceptor it builds the fields
 // only for a line the logger takes: a call nobody logs (at log_level 1 and
 // 2, every successful one) costs a clock read.
-type callLog struct{ log *slog.Logger }
+type CallLog struct{ log *slog.Logger }
 
-func (l callLog) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+// NewCallLog writes the lines to log.
+func NewCallLog(log *slog.Logger) CallLog { return CallLog{log: log} }
+
+// Unary is the unary interceptor.
+
+func (l CallLog) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := handler(ctx, req)
 	l.finished(ctx, info.FullMethod, "unary", start, err)
 	return resp, err
 }
 
-func (l callLog) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+// Stream is the stream interceptor.
+func (l CallLog) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	start := time.Now()
 	err := handler(srv, ss)
 	typ := "server_stream"
@@ -47,7 +53,7 @@ func (l callLog) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 
 // finished writes the line of a call that started at start and ended with
 // err, if the logger takes it.
-func (l callLog) finished(ctx context.Context, fullMethod, typ string, start time.Time, err error) {
+func (l CallLog) finished(ctx context.Context, fullMethod, typ string, start time.Time, err error) {
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}

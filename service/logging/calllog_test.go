@@ -1,4 +1,4 @@
-package service
+package logging
 
 import (
 	"bytes"
@@ -15,19 +15,19 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// callLines runs one call of each outcome through callLog at level and
+// callLines runs one call of each outcome through CallLog at level and
 // returns the lines it wrote, decoded.
 func callLines(t *testing.T, level slog.Level, err error, stream bool) []map[string]any {
 	t.Helper()
 	var buf bytes.Buffer
-	l := callLog{log: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: level}))}
+	l := CallLog{log: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: level}))}
 	if stream {
 		info := &grpc.StreamServerInfo{FullMethod: "/coordinator.v1.CoordinatorService/GenerateStream", IsServerStream: true}
-		got := l.stream(nil, ctxStream{ctx: context.Background()}, info, func(any, grpc.ServerStream) error { return err })
+		got := l.Stream(nil, ctxStream{ctx: context.Background()}, info, func(any, grpc.ServerStream) error { return err })
 		assert.Equal(t, err, got, "the handler's error comes back as it was")
 	} else {
 		info := &grpc.UnaryServerInfo{FullMethod: "/coordinator.v1.CoordinatorService/Generate"}
-		_, got := l.unary(context.Background(), nil, info, func(context.Context, any) (any, error) { return nil, err })
+		_, got := l.Unary(context.Background(), nil, info, func(context.Context, any) (any, error) { return nil, err })
 		assert.Equal(t, err, got)
 	}
 	var lines []map[string]any
@@ -73,10 +73,10 @@ func TestCallLogWritesOnlyWhatTheLevelTakes(t *testing.T) {
 
 // Not parallel: AllocsPerRun counts the whole process's allocations.
 func TestCallLogCostsNothingUnlogged(t *testing.T) {
-	l := callLog{log: slog.New(slog.NewJSONHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	l := CallLog{log: slog.New(slog.NewJSONHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	info := &grpc.UnaryServerInfo{FullMethod: "/coordinator.v1.CoordinatorService/Generate"}
 	ok := func(context.Context, any) (any, error) { return nil, nil }
-	allocs := testing.AllocsPerRun(100, func() { _, _ = l.unary(context.Background(), nil, info, ok) })
+	allocs := testing.AllocsPerRun(100, func() { _, _ = l.Unary(context.Background(), nil, info, ok) })
 	assert.Zero(t, allocs, "a call nobody logs builds no fields")
 }
 
