@@ -84,74 +84,94 @@ func appendSamplingParams(b []byte, p *coordinatorv1.SamplingParams) []byte {
 	if p == nil {
 		return append(b, "{}"...)
 	}
-	b = append(b, '{')
-	start := len(b)
-	key := func(name string) {
-		if len(b) > start {
-			b = append(b, ',')
-		}
-		b = append(b, '"')
-		b = append(b, name...)
-		b = append(b, `":`...)
+	w := samplingWriter{b: append(b, '{')}
+	w.start = len(w.b)
+	w.sampling(p)
+	w.penalties(p)
+	return append(w.b, '}')
+}
+
+// samplingWriter appends the members of a sampling_params object after
+// start, a comma before each but the first.
+type samplingWriter struct {
+	b     []byte
+	start int
+}
+
+func (w *samplingWriter) key(name string) {
+	if len(w.b) > w.start {
+		w.b = append(w.b, ',')
 	}
-	uintField := func(name string, v uint32) {
-		key(name)
-		b = strconv.AppendUint(b, uint64(v), 10)
-	}
-	floatField := func(name string, v float32) {
-		key(name)
-		b = appendFloat32(b, v)
-	}
+	w.b = append(w.b, '"')
+	w.b = append(w.b, name...)
+	w.b = append(w.b, `":`...)
+}
+
+func (w *samplingWriter) uintField(name string, v uint32) {
+	w.key(name)
+	w.b = strconv.AppendUint(w.b, uint64(v), 10)
+}
+
+func (w *samplingWriter) floatField(name string, v float32) {
+	w.key(name)
+	w.b = appendFloat32(w.b, v)
+}
+
+// sampling appends the fields from max_tokens to n, in field order.
+func (w *samplingWriter) sampling(p *coordinatorv1.SamplingParams) {
 	if p.MaxTokens != nil {
-		uintField("max_tokens", p.GetMaxTokens())
+		w.uintField("max_tokens", p.GetMaxTokens())
 	}
 	if p.MinTokens != nil {
-		uintField("min_tokens", p.GetMinTokens())
+		w.uintField("min_tokens", p.GetMinTokens())
 	}
 	if p.Temperature != nil {
-		floatField("temperature", p.GetTemperature())
+		w.floatField("temperature", p.GetTemperature())
 	}
 	if p.TopP != nil {
-		floatField("top_p", p.GetTopP())
+		w.floatField("top_p", p.GetTopP())
 	}
 	if p.TopK != nil {
-		key("top_k")
-		b = strconv.AppendInt(b, int64(p.GetTopK()), 10)
+		w.key("top_k")
+		w.b = strconv.AppendInt(w.b, int64(p.GetTopK()), 10)
 	}
 	if p.MinP != nil {
-		floatField("min_p", p.GetMinP())
+		w.floatField("min_p", p.GetMinP())
 	}
 	if p.Seed != nil {
-		key("seed")
-		b = strconv.AppendInt(b, p.GetSeed(), 10)
+		w.key("seed")
+		w.b = strconv.AppendInt(w.b, p.GetSeed(), 10)
 	}
 	if len(p.GetStopTokenIds()) > 0 {
-		key("stop_token_ids")
-		b = jsonbody.AppendUint32s(b, p.GetStopTokenIds())
+		w.key("stop_token_ids")
+		w.b = jsonbody.AppendUint32s(w.b, p.GetStopTokenIds())
 	}
 	if p.GetIgnoreEos() {
-		key("ignore_eos")
-		b = append(b, "true"...)
+		w.key("ignore_eos")
+		w.b = append(w.b, "true"...)
 	}
 	if p.Logprobs != nil {
-		uintField("logprobs", p.GetLogprobs())
+		w.uintField("logprobs", p.GetLogprobs())
 	}
 	if p.PromptLogprobs != nil {
-		uintField("prompt_logprobs", p.GetPromptLogprobs())
+		w.uintField("prompt_logprobs", p.GetPromptLogprobs())
 	}
 	if p.GetN() != 0 {
-		uintField("n", p.GetN())
+		w.uintField("n", p.GetN())
 	}
+}
+
+// penalties appends the three penalties, in field order.
+func (w *samplingWriter) penalties(p *coordinatorv1.SamplingParams) {
 	if p.PresencePenalty != nil {
-		floatField("presence_penalty", p.GetPresencePenalty())
+		w.floatField("presence_penalty", p.GetPresencePenalty())
 	}
 	if p.FrequencyPenalty != nil {
-		floatField("frequency_penalty", p.GetFrequencyPenalty())
+		w.floatField("frequency_penalty", p.GetFrequencyPenalty())
 	}
 	if p.RepetitionPenalty != nil {
-		floatField("repetition_penalty", p.GetRepetitionPenalty())
+		w.floatField("repetition_penalty", p.GetRepetitionPenalty())
 	}
-	return append(b, '}')
 }
 
 // appendFloat32 appends v as the shortest decimal that reads back as the
