@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -88,21 +89,11 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 		writeOpenAIError(w, http.StatusMethodNotAllowed, "CONNECT is not relayed (request_id: "+id+")", "")
 		return outcome{}
 	}
-	ctx := r.Context()
-	if a := h.pass.admission; a != nil {
-		actx, release, err := a.AdmitContext(ctx, false)
-		if err != nil {
-			writeError(w, err) // 429 or 503, with Retry-After
-			return outcome{}
-		}
-		defer release()
-		defer func() { // before release, while the drain's cause is still actx's
-			if admission.CutByShutdown(actx) {
-				h.metrics.ShutdownCut(metrics.APIREST, false)
-			}
-		}()
-		ctx = actx
+	ctx, done, ok := h.admitPassthrough(r.Context(), w)
+	if !ok {
+		return outcome{}
 	}
+	defer done()
 	endInFlight := h.metrics.Begin(metrics.APIREST, false)
 	defer func() { endInFlight() }()
 	var body *countedBody
@@ -142,6 +133,29 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 		return outcome{in: body.count(), err: upErr, broken: r.Context().Err() == nil}
 	}
 	return outcome{in: body.count()}
+}
+
+// admitPassthrough admits a request (h.pass.admission; nil admits every
+// one): its context, which the drain may end, and what to call when it
+// ended. It writes the refusal (429 or 503, with Retry-After) and returns
+// false when it is refused.
+func (h *Handler) admitPassthrough(ctx context.Context, w http.ResponseWriter) (context.Context, func(), bool) {
+	a := h.pass.admission
+	if a == nil {
+		return ctx, func() {}, true
+	}
+	actx, release, err := a.AdmitContext(ctx, false)
+	if err != nil {
+		writeError(w, err) // 429 or 503, with Retry-After
+		return ctx, nil, false
+	}
+	return actx, func() {
+		// before release, while the drain's cause is still actx's
+		if admission.CutByShutdown(actx) {
+			h.metrics.ShutdownCut(metrics.APIREST, false)
+		}
+		release()
+	}, true
 }
 
 // failed answers a request the gateway did not answer: 413 when the body
