@@ -1,8 +1,8 @@
 // Package service is the coordinator's inbound side: the gRPC server and
 // its CoordinatorService, which builds each request's context, runs the
 // pipeline and maps the outcome to a gRPC status. The REST front
-// (service/rest) reaches it through the in-process Channel, which runs the
-// same interceptors as the network server.
+// (service/rest) reaches it through the in-process Channel (service/inproc),
+// which runs the same interceptors as the network server.
 package service
 
 import (

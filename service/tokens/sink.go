@@ -35,7 +35,7 @@ func (s *UnarySink) Response(_ int, _ string, body []byte) error {
 	return nil
 }
 
-// Header implements steps.Sink: run's answerSink sets the header
+// Header implements steps.Sink: the service's answerSink sets the header
 // metadata.
 func (*UnarySink) Header(http.Header) {}
 
@@ -81,7 +81,7 @@ func (s *StreamSink) takeChoice() *coordinatorv1.TokensChoice {
 	return c
 }
 
-// Header implements steps.Sink: run's answerSink sets the header
+// Header implements steps.Sink: the service's answerSink sets the header
 // metadata.
 func (*StreamSink) Header(http.Header) {}
 
