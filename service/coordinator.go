@@ -1,8 +1,8 @@
 // Package service is the coordinator's inbound side: the gRPC server and
 // its CoordinatorService, which builds each request's context, runs the
 // pipeline and maps the outcome to a gRPC status. The REST front
-// (service/rest) reaches it through the in-process Channel, which runs the
-// same interceptors as the network server.
+// (service/rest) reaches it through the in-process Channel (service/inproc),
+// which runs the same interceptors as the network server.
 package service
 
 import (
@@ -20,9 +20,12 @@ import (
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
+	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
@@ -132,7 +135,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	if api == metrics.APIGRPC { // the REST front counts its requests itself
 		defer c.metrics.Begin(api, rc.Stream)()
 	}
-	ctx, span := startRequestSpan(ctx, method, rc)
+	ctx, span := tracing.StartRequestSpan(ctx, method, rc)
 	ctx = upstream.WithObserver(ctx, c.metrics)
 	rc.Timings = make([]steps.Timing, 0, 8)
 	answer := &answerSink{Sink: rc.Sink, interToken: c.metrics.InterToken(api, rc.Format.String()),
@@ -160,11 +163,11 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 		st, msg, level := failure(ctx, err, rc.RequestID)
 		code = st.Code()
 		c.logDone(ctx, level, msg, api, rc, start, span, []slog.Attr{slog.String("code", code.String()), slog.String("error", err.Error())})
-		span.fail(code, st.Message())
+		span.Fail(code, st.Message())
 		setAnswerHeader(ctx, relayedHeader(err))
 		err = st.Err()
 	}
-	span.end(code)
+	span.Finish(code)
 	if api == metrics.APIGRPC {
 		c.metrics.RequestDone(api, rc.Format.String(), code.String(), time.Since(start))
 		c.metrics.Bytes(api, "in", len(rc.Body))
@@ -176,7 +179,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 // apiOf is the API a call on ctx arrived by: REST for the REST front's
 // calls in process, else gRPC.
 func apiOf(ctx context.Context) string {
-	if CalledInProcess(ctx) {
+	if inproc.Called(ctx) {
 		return metrics.APIREST
 	}
 	return metrics.APIGRPC
@@ -185,7 +188,7 @@ func apiOf(ctx context.Context) string {
 // logDone writes the request's last line at level, if that level is
 // logged (the attributes cost allocations): its id, API, endpoint, model,
 // duration, step timings and trace id, then more.
-func (c *Coordinator) logDone(ctx context.Context, level slog.Level, msg, api string, rc *steps.RequestContext, start time.Time, span requestSpan, more []slog.Attr) {
+func (c *Coordinator) logDone(ctx context.Context, level slog.Level, msg, api string, rc *steps.RequestContext, start time.Time, span tracing.RequestSpan, more []slog.Attr) {
 	if !c.log.Enabled(ctx, level) {
 		return
 	}
@@ -211,8 +214,8 @@ func (c *Coordinator) logDone(ctx context.Context, level slog.Level, msg, api st
 // is to blame for or left (a 4xx answer, 499) is logged at info too, the
 // rest at warning.
 func failure(ctx context.Context, err error, requestID string) (*status.Status, string, slog.Level) {
-	if CutByShutdown(ctx) {
-		return status.New(codes.Unavailable, ErrShuttingDown.Error()+" (request_id: "+requestID+")"), "request cut short by the shutdown", slog.LevelInfo
+	if admission.CutByShutdown(ctx) {
+		return status.New(codes.Unavailable, admission.ErrShuttingDown.Error()+" (request_id: "+requestID+")"), "request cut short by the shutdown", slog.LevelInfo
 	}
 	st := apierror.FromError(err, requestID)
 	if apierror.HTTPStatus(st) < http.StatusInternalServerError {
@@ -242,7 +245,7 @@ func requestID(ctx context.Context, fromMessage string) string {
 // call metadata.
 func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, error) {
 	format := FormatOf(in.GetEndpoint())
-	doc := parsedBody(ctx, in.GetJson(), format)
+	doc := inproc.ParsedBody(ctx, in.GetJson(), format)
 	if doc == nil {
 		var err error
 		if doc, err = steps.ParseDocument(in.GetJson(), format); err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/grpclog"
 
-	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/logging"
 )
 
 // routeLibraryLogs sends what the process's libraries print on their own
@@ -74,7 +74,7 @@ func (l grpcLog) Fatalf(format string, args ...any) {
 // V reports whether grpc's verbose lines (levels above 0) are logged: only
 // at log_level 5 (trace).
 func (l grpcLog) V(level int) bool {
-	return level <= 0 || l.log.Enabled(context.Background(), service.LevelTrace)
+	return level <= 0 || l.log.Enabled(context.Background(), logging.LevelTrace)
 }
 
 var _ grpclog.LoggerV2 = grpcLog{}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -24,8 +25,8 @@ type lifeReport struct {
 	drained int
 }
 
-func newLifeReport(addrs *service.Addresses, p *steps.Pipeline, tracing *service.Tracing) *lifeReport {
-	return &lifeReport{addrs: addrs, pipeline: p, tracing: tracing.String()}
+func newLifeReport(addrs *service.Addresses, p *steps.Pipeline, t *tracing.Tracing) *lifeReport {
+	return &lifeReport{addrs: addrs, pipeline: p, tracing: t.String()}
 }
 
 // errStopFailed is run's error when stopping failed: run logged why.

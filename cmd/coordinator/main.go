@@ -19,8 +19,11 @@ import (
 	"github.com/coordinator-project/coordinator/connectors/ec"
 	"github.com/coordinator-project/coordinator/connectors/kv"
 	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/logging"
 	"github.com/coordinator-project/coordinator/service/rest"
+	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/asyncbroker"
 )
@@ -51,7 +54,7 @@ func main() {
 	if *verbosity > 0 {
 		cfg.LogLevel = *verbosity
 	}
-	log := service.NewLogger(os.Stderr, cfg.LogLevel)
+	log := logging.NewLogger(os.Stderr, cfg.LogLevel)
 	routeLibraryLogs(log)
 	var life *lifeReport
 	app := fx.New(App(cfg, log), fx.Populate(&life))
@@ -75,8 +78,8 @@ func fail(err error) {
 
 // stopGrace is what stopping may take past server.shutdown_timeout: the
 // calls the drain cancelled, each listener and the pipeline's resources get
-// service.StopGrace each.
-const stopGrace = 4 * service.StopGrace
+// admission.StopGrace each.
+const stopGrace = 4 * admission.StopGrace
 
 // App is the whole coordinator for cfg: every module, and readiness that
 // turns on once both listeners serve. At stop (fx runs the stop hooks in
@@ -98,10 +101,12 @@ func App(cfg config.Config, log *slog.Logger) fx.Option {
 		ec.Module,
 		steps.Module,
 		asyncbroker.Module,
+		admission.Module,
+		tracing.Module,
 		service.Module,
 		rest.Module,
 		fx.Provide(newLifeReport),
-		fx.Invoke(func(lc fx.Lifecycle, ready *service.Readiness, adm *service.Admission, life *lifeReport) {
+		fx.Invoke(func(lc fx.Lifecycle, ready *admission.Readiness, adm *admission.Controller, life *lifeReport) {
 			lc.Append(fx.Hook{
 				OnStart: func(context.Context) error { ready.Set(true); return nil },
 				OnStop: func(ctx context.Context) error {

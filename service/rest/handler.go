@@ -26,6 +26,8 @@ import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/admission"
+	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 )
@@ -39,7 +41,7 @@ type Handler struct {
 	// trustTransfer relays a client's transfer params on passthrough paths
 	// (server.trust_client_transfer_params).
 	trustTransfer bool
-	ready         *service.Readiness
+	ready         *admission.Readiness
 	metrics       *metrics.Metrics
 	queued        steps.RequestStore // nil without a step keeping queued requests (requests.go)
 	holder        steps.Holder       // nil: no request is held open (requests.go)
@@ -52,7 +54,7 @@ type Handler struct {
 
 // NewHandler builds the REST front over a CoordinatorService client.
 // maxBody caps request bodies (413 past it).
-func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClient, maxBody int64, ready *service.Readiness, m *metrics.Metrics) (*Handler, error) {
+func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClient, maxBody int64, ready *admission.Readiness, m *metrics.Metrics) (*Handler, error) {
 	installQueryParser()
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, rawJSON{}),
@@ -151,7 +153,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 		return
 	}
 	// The one parse of the body: the service takes the document from the
-	// call's context (service.WithParsedBody).
+	// call's context (inproc.WithParsedBody).
 	doc, err := steps.ParseDocument(data, b.format)
 	if err != nil {
 		writeOpenAIError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
@@ -161,7 +163,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 	if raw, ok := doc.Root().Get("stream"); ok {
 		stream, _ = jsonbody.Bool(raw)
 	}
-	r = r.WithContext(service.WithParsedBody(r.Context(), doc))
+	r = r.WithContext(inproc.WithParsedBody(r.Context(), doc))
 	h.metrics.Bytes(metrics.APIREST, "in", len(data))
 	defer h.metrics.Begin(metrics.APIREST, stream)()
 	if !stream {

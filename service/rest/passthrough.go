@@ -2,6 +2,7 @@ package rest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -18,7 +19,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
-	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
@@ -33,7 +34,7 @@ const endpointPassthrough = "passthrough"
 // (compat §3.6).
 type passthrough struct {
 	gateway   *upstream.Client
-	admission *service.Admission // nil admits every request
+	admission *admission.Controller // nil admits every request
 	log       *slog.Logger
 }
 
@@ -50,7 +51,7 @@ type passthrough struct {
 // server.stream_write_timeout per write. No answer from the gateway is
 // 502, or 504 when it timed out. Without ServePassthrough those paths are
 // 404.
-func (h *Handler) ServePassthrough(gateway *upstream.Client, admission *service.Admission, log *slog.Logger) {
+func (h *Handler) ServePassthrough(gateway *upstream.Client, admission *admission.Controller, log *slog.Logger) {
 	h.pass = &passthrough{gateway: gateway, admission: admission, log: log}
 }
 
@@ -92,21 +93,11 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 		writeOpenAIError(w, http.StatusMethodNotAllowed, "CONNECT is not relayed (request_id: "+id+")", "")
 		return outcome{}
 	}
-	ctx := r.Context()
-	if a := h.pass.admission; a != nil {
-		actx, release, err := a.AdmitContext(ctx, false)
-		if err != nil {
-			writeError(w, err) // 429 or 503, with Retry-After
-			return outcome{}
-		}
-		defer release()
-		defer func() { // before release, while the drain's cause is still actx's
-			if service.CutByShutdown(actx) {
-				h.metrics.ShutdownCut(metrics.APIREST, false)
-			}
-		}()
-		ctx = actx
+	ctx, done, ok := h.admitPassthrough(r.Context(), w)
+	if !ok {
+		return outcome{}
 	}
+	defer done()
 	endInFlight := h.metrics.Begin(metrics.APIREST, false)
 	defer func() { endInFlight() }()
 	var body *countedBody
@@ -156,6 +147,29 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 	return outcome{in: body.count()}
 }
 
+// admitPassthrough admits a request (h.pass.admission; nil admits every
+// one): its context, which the drain may end, and what to call when it
+// ended. It writes the refusal (429 or 503, with Retry-After) and returns
+// false when it is refused.
+func (h *Handler) admitPassthrough(ctx context.Context, w http.ResponseWriter) (context.Context, func(), bool) {
+	a := h.pass.admission
+	if a == nil {
+		return ctx, func() {}, true
+	}
+	actx, release, err := a.AdmitContext(ctx, false)
+	if err != nil {
+		writeError(w, err) // 429 or 503, with Retry-After
+		return ctx, nil, false
+	}
+	return actx, func() {
+		// before release, while the drain's cause is still actx's
+		if admission.CutByShutdown(actx) {
+			h.metrics.ShutdownCut(metrics.APIREST, false)
+		}
+		release()
+	}, true
+}
+
 // failed answers a request the gateway did not answer: 413 when the body
 // went past the cap, 408 when it did not come within server.read_timeout,
 // 400 when it could not be read, nothing when the client went away, 503
@@ -174,8 +188,8 @@ func (p *passthrough) failed(w http.ResponseWriter, r *http.Request, id string, 
 	switch {
 	case r.Context().Err() != nil:
 		return err
-	case errors.Is(err, service.ErrShuttingDown):
-		writeError(w, status.Error(codes.Unavailable, service.ErrShuttingDown.Error()+" (request_id: "+id+")"))
+	case errors.Is(err, admission.ErrShuttingDown):
+		writeError(w, status.Error(codes.Unavailable, admission.ErrShuttingDown.Error()+" (request_id: "+id+")"))
 		return err
 	}
 	writeError(w, apierror.FromError(err, id).Err())

@@ -10,6 +10,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -65,7 +66,7 @@ func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, i
 	gr.Header["Content-Type"] = jsonContentType
 	gr.Body = &x.body
 	if stream { // one the gateway stopped receiving (a failed write) ends once it is done with its messages
-		defer service.EndStreams(gr.Context())
+		defer inproc.EndStreams(gr.Context())
 	}
 	h.gateway.ServeHTTP(&x.w, gr)
 	x.w.finish()

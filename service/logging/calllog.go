@@ -1,4 +1,4 @@
-package service
+package logging
 
 import (
 	"context"
@@ -16,28 +16,34 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordinator-project/coordinator/internal/requestid"
+	"github.com/coordinator-project/coordinator/service/inproc"
 )
 
-// callLog writes one "finished call" line per call, at callLevel of its
+// CallLog writes one "finished call" line per call, at callLevel of its
 // code, with the fields of go-grpc-middleware's logging interceptor
 // (protocol, grpc.component, grpc.service, grpc.method, grpc.method_type,
 // peer.address, grpc.start_time, grpc.request.deadline, grpc.code,
-// grpc.error, grpc.time_ms), and the request_id the call named. Unlike that interceptor it builds the fields
-// only for a line the logger takes: a call nobody logs (at log_level 1 and
+// grpc.error, grpc.time_ms), and the request_id the call named. Unlike
+// that interceptor it builds the fields only for a line the logger takes: a call nobody logs (at log_level 1 and
 // 2, every successful one) costs a clock read.
-type callLog struct{ log *slog.Logger }
+type CallLog struct{ log *slog.Logger }
 
-func (l callLog) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+// NewCallLog writes the lines to log.
+func NewCallLog(log *slog.Logger) CallLog { return CallLog{log: log} }
+
+// Unary is the unary interceptor.
+func (l CallLog) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := handler(ctx, req)
 	l.finished(ctx, info.FullMethod, "unary", start, err, req)
 	return resp, err
 }
 
-func (l callLog) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+// Stream is the stream interceptor.
+func (l CallLog) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	start := time.Now()
 	var first *firstMessage
-	if !CalledInProcess(ss.Context()) { // the REST front's calls have their own lines
+	if !inproc.Called(ss.Context()) { // the REST front's calls have their own lines
 		first = &firstMessage{ServerStream: ss}
 		ss = first
 	}
@@ -83,7 +89,7 @@ func callRequestID(ctx context.Context, req any) string {
 	}
 	if id == "" {
 		md, _ := metadata.FromIncomingContext(ctx)
-		if v := md.Get(headerRequestID); len(v) > 0 {
+		if v := md.Get("x-request-id"); len(v) > 0 {
 			id = v[0]
 		}
 	}
@@ -95,7 +101,7 @@ func callRequestID(ctx context.Context, req any) string {
 
 // finished writes the line of a call that started at start and ended with
 // err, if the logger takes it; req is its request message, if known.
-func (l callLog) finished(ctx context.Context, fullMethod, typ string, start time.Time, err error, req any) {
+func (l CallLog) finished(ctx context.Context, fullMethod, typ string, start time.Time, err error, req any) {
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
