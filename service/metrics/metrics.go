@@ -76,79 +76,94 @@ type Metrics struct {
 func New() *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coordinator_requests_total",
-			Help: "Inference requests by API (rest, grpc), endpoint and final status (HTTP status for REST, gRPC code for gRPC).",
-		}, []string{"api", "endpoint", "status"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "coordinator_request_duration_seconds", Buckets: requestBuckets,
-			Help: "Time from a request's arrival to the end of its answer.",
-		}, []string{"api", "endpoint"}),
-		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "coordinator_time_to_first_token_seconds", Buckets: requestBuckets,
-			Help: "Time from a request's arrival to the first byte of its answer (the first event of a stream).",
-		}, []string{"api", "endpoint"}),
-		itl: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "coordinator_inter_token_latency_seconds", Buckets: tokenBuckets,
-			Help: "Time between two events of a streamed answer (one per event; the gap before a batch of events that arrived together is shared among them).",
-		}, []string{"api", "endpoint"}),
-		prompt: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coordinator_prompt_tokens_total",
-			Help: "Prompt tokens of answered requests (the usage of the final answer), by API and model (the first " + strconv.Itoa(maxModels) + " models seen; later ones count as \"other\").",
-		}, []string{"api", "model"}),
-		generated: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coordinator_generation_tokens_total",
-			Help: "Generated (completion) tokens of answered requests (the usage of the final answer), by API and model (as coordinator_prompt_tokens_total).",
-		}, []string{"api", "model"}),
-		models: &modelLabels{seen: map[string]bool{}},
-		steps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "coordinator_step_duration_seconds", Buckets: stepBuckets,
-			Help: "Time spent in each pipeline step, by outcome (ok, done-early, error; skipped steps count with 0).",
-		}, []string{"step", "outcome"}),
-		legs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "coordinator_leg_duration_seconds", Buckets: stepBuckets,
-			Help: "Time until a worker or render leg's response headers, by phase and upstream HTTP status (0: no answer).",
-		}, []string{"phase", "status"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coordinator_leg_retries_total",
-			Help: "Leg attempts past the first (gateway.retry: encode and prefill legs are sent again after a transport failure or a retryable status), by phase.",
-		}, []string{"phase"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "coordinator_in_flight",
-			Help: "Requests being served, by API and kind (request, stream).",
-		}, []string{"api", "kind"}),
-		conditional: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coordinator_conditional_decode_total",
-			Help: "Conditional-decode outcomes: hit (a decode pod answered from its cache) or miss (412, the pipeline went on).",
-		}, []string{"result"}),
-		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coordinator_prefill_fallbacks_total",
-			Help: "Requests served by decode alone after their prefill leg failed (prefill fallback_to_decode), by reason (status_5xx, transport, timeout).",
-		}, []string{"reason"}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coordinator_rejected_requests_total",
-			Help: "Inference requests refused before they started, by reason: requests (server.max_concurrent_requests reached, 429), streams (server.max_concurrent_streams reached, 429), shutting_down (503 while draining).",
-		}, []string{"reason"}),
-		cut: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coordinator_shutdown_cut_total",
-			Help: "Calls still in flight when the shutdown drain's server.shutdown_timeout ran out, ended UNAVAILABLE \"server shutting down\" (REST 503 or a final SSE error event), by API and kind (request, stream).",
-		}, []string{"api", "kind"}),
-		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coordinator_body_bytes_total",
-			Help: "Request and answer body bytes by API and direction (in, out).",
-		}, []string{"api", "direction"}),
-		tlsReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coordinator_tls_reloads_total",
-			Help: "Reloads of changed TLS files by file set (server.tls, server.grpc_tls, gateway.tls, render.tls) and result (ok, error: the previous files stay in use).",
-		}, []string{"file_set", "result"}),
-		GRPC: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(requestBuckets))),
+		models:   &modelLabels{seen: map[string]bool{}},
+		GRPC:     grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(requestBuckets))),
 	}
+	m.requestCollectors()
+	m.pipelineCollectors()
+	m.serverCollectors()
 	m.registry.MustRegister(m.requests, m.duration, m.ttft, m.itl, m.prompt, m.generated, m.steps, m.legs, m.retries, m.inFlight, m.conditional, m.fallbacks, m.rejected, m.cut, m.bytes, m.tlsReloads, m.GRPC,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.billed = newBilled(m.registry)
 	m.transferDropped = newTransferDropped(m.registry)
 	m.initialize()
 	return m
+}
+
+// requestCollectors builds the request collectors: requests, latencies, tokens.
+func (m *Metrics) requestCollectors() {
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coordinator_requests_total",
+		Help: "Inference requests by API (rest, grpc), endpoint and final status (HTTP status for REST, gRPC code for gRPC).",
+	}, []string{"api", "endpoint", "status"})
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "coordinator_request_duration_seconds", Buckets: requestBuckets,
+		Help: "Time from a request's arrival to the end of its answer.",
+	}, []string{"api", "endpoint"})
+	m.ttft = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "coordinator_time_to_first_token_seconds", Buckets: requestBuckets,
+		Help: "Time from a request's arrival to the first byte of its answer (the first event of a stream).",
+	}, []string{"api", "endpoint"})
+	m.itl = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "coordinator_inter_token_latency_seconds", Buckets: tokenBuckets,
+		Help: "Time between two events of a streamed answer (one per event; the gap before a batch of events that arrived together is shared among them).",
+	}, []string{"api", "endpoint"})
+	m.prompt = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coordinator_prompt_tokens_total",
+		Help: "Prompt tokens of answered requests (the usage of the final answer), by API and model (the first " + strconv.Itoa(maxModels) + " models seen; later ones count as \"other\").",
+	}, []string{"api", "model"})
+	m.generated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coordinator_generation_tokens_total",
+		Help: "Generated (completion) tokens of answered requests (the usage of the final answer), by API and model (as coordinator_prompt_tokens_total).",
+	}, []string{"api", "model"})
+}
+
+// pipelineCollectors builds the pipeline's collectors: steps, legs, retries, conditional decode, prefill fallbacks.
+func (m *Metrics) pipelineCollectors() {
+	m.steps = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "coordinator_step_duration_seconds", Buckets: stepBuckets,
+		Help: "Time spent in each pipeline step, by outcome (ok, done-early, error; skipped steps count with 0).",
+	}, []string{"step", "outcome"})
+	m.legs = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "coordinator_leg_duration_seconds", Buckets: stepBuckets,
+		Help: "Time until a worker or render leg's response headers, by phase and upstream HTTP status (0: no answer).",
+	}, []string{"phase", "status"})
+	m.retries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coordinator_leg_retries_total",
+		Help: "Leg attempts past the first (gateway.retry: encode and prefill legs are sent again after a transport failure or a retryable status), by phase.",
+	}, []string{"phase"})
+	m.conditional = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coordinator_conditional_decode_total",
+		Help: "Conditional-decode outcomes: hit (a decode pod answered from its cache) or miss (412, the pipeline went on).",
+	}, []string{"result"})
+	m.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coordinator_prefill_fallbacks_total",
+		Help: "Requests served by decode alone after their prefill leg failed (prefill fallback_to_decode), by reason (status_5xx, transport, timeout).",
+	}, []string{"reason"})
+}
+
+// serverCollectors builds the server's collectors: in flight, refused, cut at shutdown, bytes, TLS reloads.
+func (m *Metrics) serverCollectors() {
+	m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "coordinator_in_flight",
+		Help: "Requests being served, by API and kind (request, stream).",
+	}, []string{"api", "kind"})
+	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coordinator_rejected_requests_total",
+		Help: "Inference requests refused before they started, by reason: requests (server.max_concurrent_requests reached, 429), streams (server.max_concurrent_streams reached, 429), shutting_down (503 while draining).",
+	}, []string{"reason"})
+	m.cut = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coordinator_shutdown_cut_total",
+		Help: "Calls still in flight when the shutdown drain's server.shutdown_timeout ran out, ended UNAVAILABLE \"server shutting down\" (REST 503 or a final SSE error event), by API and kind (request, stream).",
+	}, []string{"api", "kind"})
+	m.bytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coordinator_body_bytes_total",
+		Help: "Request and answer body bytes by API and direction (in, out).",
+	}, []string{"api", "direction"})
+	m.tlsReloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coordinator_tls_reloads_total",
+		Help: "Reloads of changed TLS files by file set (server.tls, server.grpc_tls, gateway.tls, render.tls) and result (ok, error: the previous files stay in use).",
+	}, []string{"file_set", "result"})
 }
 
 // Label values known before any request, whose series start at 0 so that
