@@ -258,6 +258,10 @@ func FormatOf(e coordinatorv1.Endpoint) steps.Format {
 		return steps.FormatChat
 	case coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS:
 		return steps.FormatCompletions
+	case coordinatorv1.Endpoint_ENDPOINT_RESPONSES:
+		return steps.FormatResponses
+	case coordinatorv1.Endpoint_ENDPOINT_MESSAGES:
+		return steps.FormatMessages
 	default:
 		return steps.FormatGenerate
 	}

@@ -40,7 +40,7 @@ func (s *tokensUnarySink) Response(_ int, _ string, body []byte) error {
 func (*tokensUnarySink) Header(http.Header) {}
 
 // Events implements steps.Sink: the request asked for no stream.
-func (s *tokensUnarySink) Events([][]byte) error { return errStreamedAnswer }
+func (s *tokensUnarySink) Events([][]byte, []string) error { return errStreamedAnswer }
 
 // tokensStreamSink sends the decode worker's stream to a GenerateStream
 // tokens request: each batch of events that arrived together becomes one
@@ -83,7 +83,7 @@ func (s *tokensStreamSink) takeChoice() *coordinatorv1.TokensChoice {
 func (*tokensStreamSink) Header(http.Header) {}
 
 // Events implements steps.Sink.
-func (s *tokensStreamSink) Events(data [][]byte) error {
+func (s *tokensStreamSink) Events(data [][]byte, _ []string) error {
 	s.chunk.Choices, s.chunk.Usage, s.used = s.chunk.Choices[:0], nil, 0
 	for _, d := range data {
 		if string(d) == "[DONE]" {

@@ -26,6 +26,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 )
@@ -43,8 +44,8 @@ type Handler struct {
 	// streamWriteTimeout bounds each write of a stream (transcode.go); 0: none.
 	streamWriteTimeout time.Duration
 	pass               *passthrough // nil without a gateway to relay to (passthrough.go)
-	// endpoints are the inference routes' metrics labels, by mux pattern.
-	endpoints map[string]string
+	// endpoints are the inference routes' bindings, by mux pattern.
+	endpoints map[string]binding
 }
 
 // NewHandler builds the REST front over a CoordinatorService client.
@@ -53,7 +54,8 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 	installQueryParser()
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, rawJSON{}),
-		runtime.WithMarshalerOption("application/json", rawJSON{}),
+		runtime.WithMarshalerOption(mimeResponses, rawJSON{dialect: apierror.DialectResponses}),
+		runtime.WithMarshalerOption(mimeMessages, rawJSON{dialect: apierror.DialectMessages}),
 		runtime.WithErrorHandler(gatewayError),
 		runtime.WithStreamErrorHandler(streamError),
 		runtime.WithIncomingHeaderMatcher(headers.MetadataKey),
@@ -67,10 +69,12 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 		return nil, err
 	}
 	h := &Handler{mux: http.NewServeMux(), gateway: gw, client: client, maxBody: maxBody, ready: ready, metrics: m,
-		endpoints: make(map[string]string, 3)}
+		endpoints: make(map[string]binding, 5)}
 	h.handleInference("POST /v1/chat/completions", coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS)
 	h.handleInference("POST /v1/completions", coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS)
 	h.handleInference("POST /inference/v1/generate", coordinatorv1.Endpoint_ENDPOINT_GENERATE)
+	h.handleInference("POST /v1/responses", coordinatorv1.Endpoint_ENDPOINT_RESPONSES)
+	h.handleInference("POST /v1/messages", coordinatorv1.Endpoint_ENDPOINT_MESSAGES)
 	h.handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") }))
 	h.handle("GET /readyz", http.HandlerFunc(h.readyz))
 	h.handle("GET /metrics", m.Handler())
@@ -95,8 +99,9 @@ func (h *Handler) handle(pattern string, handler http.Handler) {
 
 // handleInference serves an OpenAI route (inference).
 func (h *Handler) handleInference(pattern string, endpoint coordinatorv1.Endpoint) {
-	h.endpoints[pattern] = service.FormatOf(endpoint).String()
-	h.handle(pattern, h.inference(endpoint))
+	b := bindingOf(endpoint)
+	h.endpoints[pattern] = b
+	h.handle(pattern, h.inference(b))
 }
 
 // ServeHTTP implements http.Handler. A body declared past the cap is
@@ -122,9 +127,8 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 // document in the call's context, to Generate or GenerateStream through
 // grpc-gateway according to the body's "stream". It counts the request in
 // the metrics with the status the client got.
-func (h *Handler) inference(endpoint coordinatorv1.Endpoint) http.Handler {
-	name := service.FormatOf(endpoint).String()
-	b := bindingOf(endpoint)
+func (h *Handler) inference(b binding) http.Handler {
+	name := b.format.String()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w}
@@ -144,14 +148,14 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 	data, err := h.readBody(w, r)
 	if err != nil {
 		code, msg := bodyFailure(err)
-		writeOpenAIError(w, code, msg+" (request_id: "+id+")", "")
+		writeAPIError(w, b.dialect, code, msg+" (request_id: "+id+")", "")
 		return
 	}
 	// The one parse of the body: the service takes the document from the
 	// call's context (service.WithParsedBody).
 	doc, err := steps.ParseDocument(data, b.format)
 	if err != nil {
-		writeOpenAIError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
+		writeAPIError(w, b.dialect, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
 		return
 	}
 	stream := false

@@ -85,14 +85,14 @@ type outcome struct {
 func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id string, start time.Time) outcome {
 	w.Header().Set("X-Request-Id", id)
 	if r.Method == http.MethodConnect {
-		writeOpenAIError(w, http.StatusMethodNotAllowed, "CONNECT is not relayed (request_id: "+id+")", "")
+		writeAPIError(w, apierror.DialectOpenAI, http.StatusMethodNotAllowed, "CONNECT is not relayed (request_id: "+id+")", "")
 		return outcome{}
 	}
 	ctx := r.Context()
 	if a := h.pass.admission; a != nil {
 		actx, release, err := a.AdmitContext(ctx, false)
 		if err != nil {
-			writeError(w, err) // 429 or 503, with Retry-After
+			writeError(w, apierror.DialectOpenAI, err) // 429 or 503, with Retry-After
 			return outcome{}
 		}
 		defer release()
@@ -155,7 +155,7 @@ func (p *passthrough) failed(w http.ResponseWriter, r *http.Request, id string, 
 		// read error.
 		code, msg := bodyFailure(bodyErr)
 		if code != http.StatusBadRequest || r.Context().Err() == nil {
-			writeOpenAIError(w, code, msg+" (request_id: "+id+")", "")
+			writeAPIError(w, apierror.DialectOpenAI, code, msg+" (request_id: "+id+")", "")
 			return nil
 		}
 	}
@@ -163,10 +163,10 @@ func (p *passthrough) failed(w http.ResponseWriter, r *http.Request, id string, 
 	case r.Context().Err() != nil:
 		return err
 	case errors.Is(err, service.ErrShuttingDown):
-		writeError(w, status.Error(codes.Unavailable, service.ErrShuttingDown.Error()+" (request_id: "+id+")"))
+		writeError(w, apierror.DialectOpenAI, status.Error(codes.Unavailable, service.ErrShuttingDown.Error()+" (request_id: "+id+")"))
 		return err
 	}
-	writeError(w, apierror.FromError(err, id).Err())
+	writeError(w, apierror.DialectOpenAI, apierror.FromError(err, id).Err())
 	return err
 }
 
