@@ -231,6 +231,9 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 	if key, dup := obj.DuplicateKey(); dup {
 		return nil, status.Errorf(codes.InvalidArgument, "invalid JSON body: duplicate key %q (request_id: %s)", key, id)
 	}
+	if err := doc.Check(); err != nil { // a Responses or Messages body's shape
+		return nil, status.Errorf(codes.InvalidArgument, "%v (request_id: %s)", err, id)
+	}
 	rc := &steps.RequestContext{
 		RequestID: id,
 		Format:    format,

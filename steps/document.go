@@ -2,6 +2,7 @@ package steps
 
 import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/steps/apibody"
 	"github.com/coordinator-project/coordinator/steps/features"
 	"github.com/coordinator-project/coordinator/steps/imageparts"
 )
@@ -79,6 +80,11 @@ func ParseDocument(body []byte, f Format) (*Document, error) {
 	}
 	return &Document{raw: body, root: root, format: f}, nil
 }
+
+// Check checks what the coordinator relies on in a Responses or Messages
+// body, and refuses what a stateless coordinator cannot serve (package
+// apibody); other formats pass. The error is the client's fault.
+func (d *Document) Check() error { return apibody.Check(d.root, d.format) }
 
 // Of reports whether the document was parsed from exactly these bytes (the
 // same memory, not an equal copy).
