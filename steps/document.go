@@ -66,6 +66,10 @@ func indexOf(f Format) *jsonbody.Index {
 		return completionsIndex
 	case FormatGenerate:
 		return generateIndex
+	case FormatResponses:
+		return imageparts.ResponsesIndex
+	case FormatMessages:
+		return imageparts.MessagesIndex
 	}
 	return nil
 }
@@ -115,13 +119,19 @@ func (d *Document) Write(o *jsonbody.Object) [][]byte {
 	return s.Parts()
 }
 
-// imageParts locates the image parts of a chat document, in document
-// order, found on first use; another format has none.
+// imageParts locates the image parts of a chat, Responses or Messages
+// document, in document order, found on first use; another format has
+// none.
 func (d *Document) imageParts() imageparts.Locations {
 	if !d.imagesDone {
 		d.imagesDone = true
-		if d.format == FormatChat {
+		switch d.format {
+		case FormatChat:
 			d.images = imageparts.Find(d.root)
+		case FormatResponses:
+			d.images = imageparts.FindIn(d.root, imageparts.Responses)
+		case FormatMessages:
+			d.images = imageparts.FindIn(d.root, imageparts.Messages)
 		}
 	}
 	return d.images
