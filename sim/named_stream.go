@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"time"
 )
 
 // namedStream writes the typed server-sent events of an API whose every
@@ -29,33 +28,13 @@ func (g *generation) writeNamedStream(ctx context.Context, w http.ResponseWriter
 	if g.format == formatResponses {
 		ev = &responsesStream{g: g}
 	}
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+	rc := startStream(w)
 	buf := ev.open(make([]byte, 0, 1024))
 	if _, err := w.Write(buf); err != nil || rc.Flush() != nil {
 		return
 	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for i := range g.tokens {
-		wait := g.delay
-		if i == 0 {
-			wait = g.ttft
-		}
-		if !sleepTimer(ctx, timer, wait) {
-			return
-		}
-		buf = ev.delta(buf[:0], i)
-		if _, err := w.Write(buf); err != nil || rc.Flush() != nil {
-			return
-		}
-		if g.cut.cutAnswer(ctx) {
-			return
-		}
+	if !g.streamTokens(ctx, w, rc, ev.delta) {
+		return
 	}
 	if _, err := w.Write(ev.close(buf[:0])); err != nil {
 		return

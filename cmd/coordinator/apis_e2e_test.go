@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -24,19 +25,11 @@ import (
 // /v1/messages) APIs through the whole pipeline on every front door: REST,
 // streamed and not, and gRPC Generate and GenerateStream.
 
-// apisPipeline is render, prefill and decode with kv-nixl: a Messages
-// request is disaggregated in its own shape, a Responses one decoded where
-// it is served (vLLM's ResponsesRequest takes no kv_transfer_params).
-const apisPipeline = `
-pipeline:
-  kv_connector: kv-nixl
-  steps:
-    - type: render
-      params:
-        address: "RENDER_URL"
-    - type: prefill
-    - type: decode
-`
+// apisPipeline is render, prefill and decode with kv-nixl (pdDisaggregated):
+// a Messages request is disaggregated in its own shape, a Responses one
+// decoded where it is served (vLLM's ResponsesRequest takes no
+// kv_transfer_params).
+var apisPipeline = fmt.Sprintf(pdDisaggregated, true)
 
 // apiCase is one API's request and what its answer holds.
 type apiCase struct {

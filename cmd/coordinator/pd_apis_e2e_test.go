@@ -128,32 +128,27 @@ func apiCached(a apiPDAnswer) string {
 
 func TestPDAPIAnswersReadLikeAggregatedOnes(t *testing.T) {
 	t.Parallel()
-	for _, openAIFormat := range []bool{true, false} {
-		t.Run(fmt.Sprintf("use_openai_format=%t", openAIFormat), func(t *testing.T) {
-			t.Parallel()
-			agg := startPDSide(t, pdAggregated)
-			pd := startPDSide(t, fmt.Sprintf(pdDisaggregated, openAIFormat))
-			for i, c := range apiPDCases() {
-				for round, temp := range []string{"cold", "repeated"} {
-					id := fmt.Sprintf("api-pd-%d-%d", i, round)
-					want := agg.api(t, c, id)
-					got := pd.api(t, c, id)
-					require.Equal(t, http.StatusOK, want.Status, "%s %s: aggregated %v", c.name, temp, want.Body)
-					assert.Equal(t, want, got, "%s, %s prompt", c.name, temp)
-					prefills := len(pdLegs(pd.sim, id, "prefill"))
-					if !c.prefill {
-						assert.Zero(t, prefills, "%s: no prefill leg", c.name)
-						continue
-					}
-					assert.Equal(t, 1, prefills, "%s: a prefill leg ran", c.name)
-					cached := apiCached(got)
-					if round == 0 {
-						assert.Equal(t, "0", cached, "%s: a cold prompt has nothing cached, whatever decode received", c.name)
-					} else {
-						assert.NotContains(t, []string{"", "0"}, cached, "%s: the repeated prompt hits the prefill's cache", c.name)
-					}
+	eachPDPair(t, func(t *testing.T, agg, pd pdSide) {
+		for i, c := range apiPDCases() {
+			for round, temp := range []string{"cold", "repeated"} {
+				id := fmt.Sprintf("api-pd-%d-%d", i, round)
+				want := agg.api(t, c, id)
+				got := pd.api(t, c, id)
+				require.Equal(t, http.StatusOK, want.Status, "%s %s: aggregated %v", c.name, temp, want.Body)
+				assert.Equal(t, want, got, "%s, %s prompt", c.name, temp)
+				prefills := len(pdLegs(pd.sim, id, "prefill"))
+				if !c.prefill {
+					assert.Zero(t, prefills, "%s: no prefill leg", c.name)
+					continue
+				}
+				assert.Equal(t, 1, prefills, "%s: a prefill leg ran", c.name)
+				cached := apiCached(got)
+				if round == 0 {
+					assert.Equal(t, "0", cached, "%s: a cold prompt has nothing cached, whatever decode received", c.name)
+				} else {
+					assert.NotContains(t, []string{"", "0"}, cached, "%s: the repeated prompt hits the prefill's cache", c.name)
 				}
 			}
-		})
-	}
+		}
+	})
 }

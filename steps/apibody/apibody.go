@@ -50,6 +50,25 @@ func eachObject(raw []byte, name string, fn func(i int, obj *jsonbody.Object) er
 	})
 }
 
+// eachBlock checks msg (named name) as a message: a string "role" and a
+// "content" that is a string, or an array of at most MaxItems objects,
+// each of which fn checks.
+func eachBlock(msg *jsonbody.Object, name string, fn func(name string, block *jsonbody.Object) error) error {
+	if _, err := requireString(msg, "role", name); err != nil {
+		return err
+	}
+	content, ok := msg.Get("content")
+	if !ok || jsonbody.IsNull(content) {
+		return legs.Invalidf("%s.content is required", name)
+	}
+	if content[0] == '"' {
+		return nil
+	}
+	return eachObject(content, name+".content", func(j int, block *jsonbody.Object) error {
+		return fn(at(name+".content", j), block)
+	})
+}
+
 // stringMember is obj[key] as a string; present is false when it is
 // missing or null, and a value of another type is an error naming it.
 func stringMember(obj *jsonbody.Object, key, name string) (s string, present bool, err error) {

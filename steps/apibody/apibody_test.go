@@ -24,11 +24,29 @@ func manyItems(n int, item string) string {
 	return "[" + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + "]"
 }
 
+// checkCase is a body and the error it gets ("" for none).
+type checkCase struct{ name, body, err string }
+
+// runCheckCases checks each case's body as format f.
+func runCheckCases(t *testing.T, f legs.Format, cases []checkCase) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := check(t, f, tc.body)
+			if tc.err == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.ErrorIs(t, err, legs.ErrInvalidRequest)
+			assert.Contains(t, err.Error(), tc.err)
+		})
+	}
+}
+
 func TestCheckResponses(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name, body, err string
-	}{
+	runCheckCases(t, legs.FormatResponses, []checkCase{
 		{"string input", `{"model":"m","input":"hi"}`, ""},
 		{"store false", `{"input":"hi","store":false,"previous_response_id":null}`, ""},
 		{"message items", `{"input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"data:image/png;base64,AA=="}]},{"type":"function_call_output","call_id":"c","output":"x"}]}`, ""},
@@ -51,27 +69,13 @@ func TestCheckResponses(t *testing.T) {
 		{"max_output_tokens string", `{"input":"hi","max_output_tokens":"8"}`, "max_output_tokens must be an integer"},
 		{"huge input", `{"input":` + manyItems(MaxItems+1, `{"type":"x"}`) + `}`, fmt.Sprintf("input has more than %d items", MaxItems)},
 		{"huge content", `{"input":[{"role":"user","content":` + manyItems(MaxItems+1, `{"type":"input_text"}`) + `}]}`, fmt.Sprintf("input[0].content has more than %d items", MaxItems)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			err := check(t, legs.FormatResponses, tc.body)
-			if tc.err == "" {
-				assert.NoError(t, err)
-				return
-			}
-			require.Error(t, err)
-			assert.ErrorIs(t, err, legs.ErrInvalidRequest)
-			assert.Contains(t, err.Error(), tc.err)
-		})
-	}
+	})
 }
 
 func TestCheckMessages(t *testing.T) {
 	t.Parallel()
 	const ok = `"model":"m","max_tokens":8`
-	for _, tc := range []struct {
-		name, body, err string
-	}{
+	runCheckCases(t, legs.FormatMessages, []checkCase{
 		{"text", `{` + ok + `,"messages":[{"role":"user","content":"hi"}]}`, ""},
 		{"blocks", `{` + ok + `,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{"type":"url","url":"https://x/a.png"}},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]}]}`, ""},
 		{"system string", `{` + ok + `,"system":"s","messages":[]}`, ""},
@@ -91,19 +95,7 @@ func TestCheckMessages(t *testing.T) {
 		{"base64 without data", `{` + ok + `,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png"}}]}]}`, "source.data is required"},
 		{"system block", `{` + ok + `,"system":[{"type":"nope"}],"messages":[]}`, `system[0].type: unknown content block type "nope"`},
 		{"huge messages", `{` + ok + `,"messages":` + manyItems(MaxItems+1, `{"role":"user","content":"x"}`) + `}`, fmt.Sprintf("messages has more than %d items", MaxItems)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			err := check(t, legs.FormatMessages, tc.body)
-			if tc.err == "" {
-				assert.NoError(t, err)
-				return
-			}
-			require.Error(t, err)
-			assert.ErrorIs(t, err, legs.ErrInvalidRequest)
-			assert.Contains(t, err.Error(), tc.err)
-		})
-	}
+	})
 }
 
 func TestCheckLeavesOtherFormats(t *testing.T) {

@@ -31,20 +31,7 @@ func checkMessages(root *jsonbody.Object) error {
 		return legs.Invalidf("messages is required")
 	}
 	return eachObject(raw, "messages", func(i int, msg *jsonbody.Object) error {
-		name := at("messages", i)
-		if _, err := requireString(msg, "role", name); err != nil {
-			return err
-		}
-		content, ok := msg.Get("content")
-		if !ok || jsonbody.IsNull(content) {
-			return legs.Invalidf("%s.content is required", name)
-		}
-		if content[0] == '"' {
-			return nil
-		}
-		return eachObject(content, name+".content", func(j int, block *jsonbody.Object) error {
-			return checkBlock(at(name+".content", j), block)
-		})
+		return eachBlock(msg, at("messages", i), checkBlock)
 	})
 }
 

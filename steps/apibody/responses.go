@@ -51,22 +51,10 @@ var responsesPartTypes = []string{
 }
 
 func checkResponsesItem(i int, item *jsonbody.Object) error {
-	name := at("input", i)
 	if _, isMessage := item.Get("role"); !isMessage {
 		return nil // function calls, their outputs, reasoning, ...: the worker's to read
 	}
-	if _, err := requireString(item, "role", name); err != nil {
-		return err
-	}
-	content, ok := item.Get("content")
-	if !ok || jsonbody.IsNull(content) {
-		return legs.Invalidf("%s.content is required", name)
-	}
-	if content[0] == '"' {
-		return nil
-	}
-	return eachObject(content, name+".content", func(j int, part *jsonbody.Object) error {
-		pname := at(name+".content", j)
+	return eachBlock(item, at("input", i), func(pname string, part *jsonbody.Object) error {
 		typ, err := requireString(part, "type", pname)
 		if err != nil {
 			return err

@@ -24,10 +24,12 @@ func response(contentType, body string) *http.Response {
 
 func TestRelayEvents(t *testing.T) {
 	t.Parallel()
+	// names: each event's type ("" for none), when the case is about them.
 	tests := []struct {
-		name string
-		body string
-		want []string
+		name  string
+		body  string
+		want  []string
+		names []string
 	}{
 		{name: "openai chunks and done", body: "data: {\"a\":1}\n\ndata: {\"a\":2}\n\ndata: [DONE]\n\n", want: []string{`{"a":1}`, `{"a":2}`, "[DONE]"}},
 		{name: "crlf line endings", body: "data: x\r\n\r\ndata: y\r\n\r\n", want: []string{"x", "y"}},
@@ -37,6 +39,14 @@ func TestRelayEvents(t *testing.T) {
 		{name: "last event without blank line", body: "data: x\n\ndata: tail", want: []string{"x", "tail"}},
 		{name: "empty stream", body: "", want: []string{}},
 		{name: "long event beyond the read buffer", body: "data: " + strings.Repeat("z", 100<<10) + "\n\n", want: []string{strings.Repeat("z", 100<<10)}},
+		// Typed events (the Responses and Messages streams) keep their types.
+		{name: "typed events", body: "event: message_start\ndata: {\"a\":1}\n\nevent: ping\ndata: {}\n\nevent: message_stop\ndata: {\"b\":2}\n\n",
+			want: []string{`{"a":1}`, `{}`, `{"b":2}`}, names: []string{"message_start", "ping", "message_stop"}},
+		{name: "typed, no space, crlf", body: "event:response.created\r\ndata:{}\r\n\r\n", want: []string{`{}`}, names: []string{"response.created"}},
+		{name: "typed and untyped", body: "data: x\n\nevent: e\ndata: y\n\n", want: []string{"x", "y"}, names: []string{"", "e"}},
+		{name: "last type wins", body: "event: a\nevent: b\ndata: x\n\n", want: []string{"x"}, names: []string{"b"}},
+		{name: "a type without data is not dispatched", body: "event: a\n\ndata: x\n\n", want: []string{"x"}, names: []string{""}},
+		{name: "untyped", body: "data: x\n\n", want: []string{"x"}, names: []string{""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,34 +54,10 @@ func TestRelayEvents(t *testing.T) {
 			sink := &steptest.Sink{}
 			require.NoError(t, Answer(response("text/event-stream; charset=utf-8", tt.body), sink))
 			assert.Equal(t, tt.want, sink.EventStrings())
+			if tt.names != nil {
+				assert.Equal(t, tt.names, sink.Names)
+			}
 			assert.Zero(t, sink.Status, "a stream is not a whole response")
-		})
-	}
-}
-
-// Typed events (the Responses and Messages streams) keep their types,
-// parallel to their data; an untyped batch carries none.
-func TestRelayEventTypes(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name, body  string
-		data, names []string
-	}{
-		{name: "messages", body: "event: message_start\ndata: {\"a\":1}\n\nevent: ping\ndata: {}\n\nevent: message_stop\ndata: {\"b\":2}\n\n",
-			data: []string{`{"a":1}`, `{}`, `{"b":2}`}, names: []string{"message_start", "ping", "message_stop"}},
-		{name: "no space, crlf", body: "event:response.created\r\ndata:{}\r\n\r\n", data: []string{`{}`}, names: []string{"response.created"}},
-		{name: "typed and untyped", body: "data: x\n\nevent: e\ndata: y\n\n", data: []string{"x", "y"}, names: []string{"", "e"}},
-		{name: "last type wins", body: "event: a\nevent: b\ndata: x\n\n", data: []string{"x"}, names: []string{"b"}},
-		{name: "a type without data is not dispatched", body: "event: a\n\ndata: x\n\n", data: []string{"x"}, names: []string{""}},
-		{name: "untyped", body: "data: x\n\n", data: []string{"x"}, names: []string{""}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			sink := &steptest.Sink{}
-			require.NoError(t, Answer(response("text/event-stream", tt.body), sink))
-			assert.Equal(t, tt.data, sink.EventStrings())
-			assert.Equal(t, tt.names, sink.Names)
 		})
 	}
 }
