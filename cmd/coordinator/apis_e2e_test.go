@@ -234,3 +234,66 @@ func TestAPIsErrorsInTheirOwnShape(t *testing.T) {
 		assert.Contains(t, raw, "delta\ndata:", "the events before the cut reached the client")
 	}
 }
+
+// Hostile Responses and Messages bodies get the API's own 4xx at once,
+// over REST and gRPC alike: never a 5xx, a panic or a hang, and no leg.
+func TestAPIsHostileBodies(t *testing.T) {
+	t.Parallel()
+	s, gw, render := startSim(t, sim.Options{Strict: true})
+	st := startStack(t, gw, render, apisPipeline)
+	client := coordinatorv1.NewCoordinatorServiceClient(st.conn)
+	many := func(n int, item string) string {
+		return "[" + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + "]"
+	}
+	for i, tc := range []struct {
+		name   string
+		c      apiCase
+		body   string
+		status int
+		want   string
+	}{
+		{"deep nesting", apiCases[1], `{"model":"sim-model","max_tokens":4,"messages":` + strings.Repeat("[", 100_000), 400, "json nesting exceeds max depth"},
+		{"invalid UTF-8", apiCases[0], "{\"model\":\"sim-model\",\"input\":\"caf\xe9\"}", 400, "invalid UTF-8 in string literal"},
+		{"duplicate key", apiCases[1], `{"model":"sim-model","max_tokens":4,"max_tokens":9,"messages":[]}`, 400, `duplicate key "max_tokens"`},
+		{"stream as a string", apiCases[0], `{"model":"sim-model","input":"x","stream":"true"}`, 400, `"stream" must be a boolean`},
+		{"max_tokens as a string", apiCases[1], `{"model":"sim-model","max_tokens":"4","messages":[]}`, 400, "max_tokens must be an integer"},
+		{"input as a number", apiCases[0], `{"model":"sim-model","input":42}`, 400, "input must be an array"},
+		{"unknown content type", apiCases[0], `{"model":"sim-model","input":[{"role":"user","content":[{"type":"input_video"}]}]}`, 400, `unknown content type "input_video"`},
+		{"image source not an object", apiCases[1], `{"model":"sim-model","max_tokens":4,"messages":[{"role":"user","content":[{"type":"image","source":"x"}]}]}`, 400, "source must be an object"},
+		{"huge input", apiCases[0], `{"model":"sim-model","input":` + many(5000, `{"role":"user","content":"x"}`) + `}`, 400, "input has more than 4096 items"},
+		{"huge content", apiCases[1], `{"model":"sim-model","max_tokens":4,"messages":[{"role":"user","content":` + many(5000, `{"type":"text","text":"x"}`) + `}]}`, 400, "content has more than 4096 items"},
+		{"past the body cap", apiCases[1], `{"model":"sim-model","max_tokens":4,"messages":[{"role":"user","content":"` + strings.Repeat("x", 1_100_000) + `"}]}`, 413, "request body too large"},
+		{"previous_response_id", apiCases[0], `{"model":"sim-model","input":"x","previous_response_id":"resp_1"}`, 400, "the coordinator is stateless"},
+	} {
+		id := fmt.Sprintf("apis-hostile-%d", i)
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			resp := st.post(t, tc.c.path, tc.body, http.Header{"X-Request-Id": {id}})
+			body := readAll(t, resp.Body)
+			assert.Equal(t, tc.status, resp.StatusCode, body)
+			if tc.c.endpoint == coordinatorv1.Endpoint_ENDPOINT_MESSAGES {
+				var e struct {
+					Type  string `json:"type"`
+					Error struct{ Type, Message string }
+				}
+				require.NoError(t, json.Unmarshal([]byte(body), &e), body)
+				assert.Equal(t, "error", e.Type)
+				assert.Contains(t, e.Error.Message, tc.want)
+			} else {
+				msg, _, _ := openAIError(t, body)
+				assert.Contains(t, msg, tc.want)
+			}
+			for _, profile := range []string{"prefill", "decode"} {
+				assert.Empty(t, pdLegs(s, id, profile), "refused before any leg")
+			}
+			if tc.status == http.StatusRequestEntityTooLarge {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := client.Generate(ctx, &coordinatorv1.GenerateRequest{Input: &coordinatorv1.GenerateRequest_Openai{
+				Openai: &coordinatorv1.OpenAIRequest{Endpoint: tc.c.endpoint, Json: []byte(tc.body)}}})
+			assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+		})
+	}
+}
