@@ -73,12 +73,12 @@ func bodyFailure(err error) (code int, message string) {
 }
 
 // writeOwnError writes an error the front decides before any request id
-// is settled (405, 404): the client's valid X-Request-Id or a new one
-// becomes the answer's, and ends the message.
-func writeOwnError(w http.ResponseWriter, r *http.Request, code int, message string) {
+// is settled (405, 404), in dialect d: the client's valid X-Request-Id or
+// a new one becomes the answer's, and ends the message.
+func writeOwnError(w http.ResponseWriter, r *http.Request, d apierror.Dialect, code int, message string) {
 	id := requestid.OrNew(r.Header.Get("X-Request-Id"))
 	w.Header().Set("X-Request-Id", id)
-	writeAPIError(w, apierror.DialectOpenAI, code, message+" (request_id: "+id+")", "")
+	writeAPIError(w, d, code, message+" (request_id: "+id+")", "")
 }
 
 // writeAPIError writes the error object of dialect d: OpenAI's

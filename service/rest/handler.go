@@ -86,7 +86,7 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 
 // handle serves pattern ("METHOD /path", GET taking HEAD too); the path's
 // other methods get 405 instead of the passthrough, which takes every path
-// nothing else serves.
+// nothing else serves, in the error dialect of the route's API.
 func (h *Handler) handle(pattern string, handler http.Handler) {
 	method, path, _ := strings.Cut(pattern, " ")
 	allow := method
@@ -94,7 +94,7 @@ func (h *Handler) handle(pattern string, handler http.Handler) {
 		allow = "GET, HEAD"
 	}
 	h.mux.Handle(pattern, handler)
-	h.mux.Handle(path, methodNotAllowed(allow))
+	h.mux.Handle(path, methodNotAllowed(h.endpoints[pattern].dialect, allow))
 }
 
 // handleInference serves an OpenAI route (inference).

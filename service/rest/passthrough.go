@@ -301,11 +301,11 @@ func (b *countedBody) readErr() error {
 }
 
 // methodNotAllowed answers the methods a served path does not take, so
-// they are not relayed: 405 with Allow.
-func methodNotAllowed(allow string) http.HandlerFunc {
+// they are not relayed: 405 with Allow, an error of dialect d.
+func methodNotAllowed(d apierror.Dialect, allow string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
-		writeOwnError(w, r, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path+", allow: "+allow)
+		writeOwnError(w, r, d, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path+", allow: "+allow)
 	}
 }
 
@@ -317,9 +317,9 @@ func (h *Handler) unqueued(w http.ResponseWriter, r *http.Request) {
 		notFound(w, r)
 		return
 	}
-	methodNotAllowed("GET, HEAD, DELETE")(w, r)
+	methodNotAllowed(apierror.DialectOpenAI, "GET, HEAD, DELETE")(w, r)
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {
-	writeOwnError(w, r, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+	writeOwnError(w, r, apierror.DialectOpenAI, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 }
