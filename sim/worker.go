@@ -159,6 +159,12 @@ func (s *Sim) checkLeg(call legCall, req *workerRequest) *apiError {
 	if !call.strict {
 		return nil
 	}
+	switch {
+	case req.format == formatResponses && (!isNull(req.KVTransferParams) || !isNull(req.ECTransferParams)):
+		return strictError(ruleResponsesKV)
+	case req.format == formatMessages && !isNull(req.ECTransferParams):
+		return strictError(ruleMessagesEC)
+	}
 	switch call.role {
 	case roleEncode:
 		return checkEncode(req)
