@@ -146,6 +146,19 @@ func TestAPIsOverREST(t *testing.T) {
 				assert.Equal(t, names[i], ev.Type, "the event's type names its data's")
 			}
 			assert.Equal(t, c.prefill, len(pdLegs(s, sid, "prefill")) == 1)
+			assert.Contains(t, resp.Header.Get("Server-Timing"), "prefill;dur=", "the steps before the stream, timed")
+
+			// Metrics label the API: both requests counted under its endpoint.
+			series := `coordinator_requests_total{api="rest",endpoint="` + c.name + `",status="200"} 2`
+			require.Eventually(t, func() bool {
+				resp, err := st.client.Get(st.restURL + "/metrics")
+				if err != nil {
+					return false
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return strings.Contains(string(b), series)
+			}, 5*time.Second, 20*time.Millisecond, series)
 		})
 	}
 }
