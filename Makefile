@@ -87,6 +87,7 @@ lint: $(BUF) ## go vet, staticcheck (pinned in go.mod), gofmt, buf lint and the 
 	$(BUF) lint
 	@! go list -deps ./cmd/coordinator | grep -q '/coordinator/sim$$' || (echo "cmd/coordinator must not import the simulator" >&2; exit 1)
 	@! go list -f '{{join .Imports "\n"}}' ./service/... | grep '/coordinator/steps/' | grep -Evq '/coordinator/steps/(upstream|asyncbroker)$$' || (echo "service/ imports the steps contract, the step packages and the gateway client (steps/upstream), not the libraries under steps/" >&2; exit 1)
+	@! go list -f '{{.ImportPath}}:{{range .Imports}} {{.}}{{end}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}' ./service/... | grep -Ev '^github.com/coordinator-project/coordinator/service(/rest)?:' | grep -E ' github.com/coordinator-project/coordinator/service( |$$)' | cut -d: -f1 >&2 || (echo "the packages under service/ (inproc, tokens, admission, tracing, logging, config, ...) do not import service: it imports them; only the REST front (service/rest) sits above it" >&2; exit 1)
 
 .PHONY: run
 run: build ## Start the simulator and the coordinator on config/dev.yaml (REST :8080, gRPC :9090).

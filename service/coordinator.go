@@ -1,8 +1,8 @@
 // Package service is the coordinator's inbound side: the gRPC server and
 // its CoordinatorService, which builds each request's context, runs the
 // pipeline and maps the outcome to a gRPC status. The REST front
-// (service/rest) reaches it through the in-process Channel, which runs the
-// same interceptors as the network server.
+// (service/rest) reaches it through the in-process Channel (service/inproc),
+// which runs the same interceptors as the network server.
 package service
 
 import (
@@ -20,9 +20,12 @@ import (
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
+	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
@@ -34,22 +37,39 @@ type Coordinator struct {
 	metrics  *metrics.Metrics
 	log      *slog.Logger
 	maxBody  int64 // server.max_request_body_size in bytes
+	// trustTransfer keeps a client's transfer params
+	// (server.trust_client_transfer_params).
+	trustTransfer bool
 }
 
-// NewCoordinator builds the service for cfg's body size cap.
+// NewCoordinator builds the service for cfg's body size cap and trust of
+// client transfer params.
 func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg config.Config) *Coordinator {
-	return &Coordinator{pipeline: p, metrics: m, log: log, maxBody: cfg.Server.MaxRequestBodyBytes()}
+	return &Coordinator{pipeline: p, metrics: m, log: log, maxBody: cfg.Server.MaxRequestBodyBytes(),
+		trustTransfer: cfg.Server.TrustClientTransferParams}
 }
 
 // requestContext is newRequestContext for a body within
 // server.max_request_body_size, the cap REST applies as it reads: the gRPC
 // message limit leaves room for the envelope, so it alone would let gRPC
-// clients send more.
+// clients send more. Unless server.trust_client_transfer_params is on, the
+// client's own transfer params are removed from the document before any
+// step sees it (compat D23).
 func (c *Coordinator) requestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, error) {
 	if n := int64(len(in.GetJson())); n > c.maxBody {
 		return nil, status.Errorf(codes.ResourceExhausted, "request body too large: %d bytes, the limit is %d (request_id: %s)", n, c.maxBody, id)
 	}
-	return newRequestContext(ctx, id, in)
+	rc, err := newRequestContext(ctx, id, in)
+	if err != nil || c.trustTransfer {
+		return rc, err
+	}
+	if dropped := rc.Doc.DropTransferParams(); dropped != nil {
+		api := apiOf(ctx)
+		c.metrics.ClientTransferParamsDropped(api, rc.Format.String())
+		c.log.InfoContext(ctx, "client transfer params dropped", "request_id", id, "api", api,
+			"endpoint", rc.Format.String(), "keys", dropped)
+	}
+	return rc, nil
 }
 
 // Generate implements CoordinatorServiceServer.
@@ -111,13 +131,11 @@ func (c *Coordinator) GenerateStream(req *coordinatorv1.GenerateStreamRequest, s
 // request once with them, and maps its error.
 func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method string) error {
 	start := time.Now()
-	api := metrics.APIGRPC
-	if CalledInProcess(ctx) {
-		api = metrics.APIREST // the REST front counts the request itself
-	} else {
+	api := apiOf(ctx)
+	if api == metrics.APIGRPC { // the REST front counts its requests itself
 		defer c.metrics.Begin(api, rc.Stream)()
 	}
-	ctx, span := startRequestSpan(ctx, method, rc)
+	ctx, span := tracing.StartRequestSpan(ctx, method, rc)
 	ctx = upstream.WithObserver(ctx, c.metrics)
 	rc.Timings = make([]steps.Timing, 0, 8)
 	answer := &answerSink{Sink: rc.Sink, interToken: c.metrics.InterToken(api, rc.Format.String()),
@@ -145,11 +163,11 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 		st, msg, level := failure(ctx, err, rc.RequestID)
 		code = st.Code()
 		c.logDone(ctx, level, msg, api, rc, start, span, []slog.Attr{slog.String("code", code.String()), slog.String("error", err.Error())})
-		span.fail(code, st.Message())
+		span.Fail(code, st.Message())
 		setAnswerHeader(ctx, relayedHeader(err))
 		err = st.Err()
 	}
-	span.end(code)
+	span.Finish(code)
 	if api == metrics.APIGRPC {
 		c.metrics.RequestDone(api, rc.Format.String(), code.String(), time.Since(start))
 		c.metrics.Bytes(api, "in", len(rc.Body))
@@ -158,10 +176,19 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	return err
 }
 
+// apiOf is the API a call on ctx arrived by: REST for the REST front's
+// calls in process, else gRPC.
+func apiOf(ctx context.Context) string {
+	if inproc.Called(ctx) {
+		return metrics.APIREST
+	}
+	return metrics.APIGRPC
+}
+
 // logDone writes the request's last line at level, if that level is
 // logged (the attributes cost allocations): its id, API, endpoint, model,
 // duration, step timings and trace id, then more.
-func (c *Coordinator) logDone(ctx context.Context, level slog.Level, msg, api string, rc *steps.RequestContext, start time.Time, span requestSpan, more []slog.Attr) {
+func (c *Coordinator) logDone(ctx context.Context, level slog.Level, msg, api string, rc *steps.RequestContext, start time.Time, span tracing.RequestSpan, more []slog.Attr) {
 	if !c.log.Enabled(ctx, level) {
 		return
 	}
@@ -187,8 +214,8 @@ func (c *Coordinator) logDone(ctx context.Context, level slog.Level, msg, api st
 // is to blame for or left (a 4xx answer, 499) is logged at info too, the
 // rest at warning.
 func failure(ctx context.Context, err error, requestID string) (*status.Status, string, slog.Level) {
-	if CutByShutdown(ctx) {
-		return status.New(codes.Unavailable, ErrShuttingDown.Error()+" (request_id: "+requestID+")"), "request cut short by the shutdown", slog.LevelInfo
+	if admission.CutByShutdown(ctx) {
+		return status.New(codes.Unavailable, admission.ErrShuttingDown.Error()+" (request_id: "+requestID+")"), "request cut short by the shutdown", slog.LevelInfo
 	}
 	st := apierror.FromError(err, requestID)
 	if apierror.HTTPStatus(st) < http.StatusInternalServerError {
@@ -218,7 +245,7 @@ func requestID(ctx context.Context, fromMessage string) string {
 // call metadata.
 func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, error) {
 	format := FormatOf(in.GetEndpoint())
-	doc := parsedBody(ctx, in.GetJson(), format)
+	doc := inproc.ParsedBody(ctx, in.GetJson(), format)
 	if doc == nil {
 		var err error
 		if doc, err = steps.ParseDocument(in.GetJson(), format); err != nil {

@@ -20,6 +20,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/service/admission"
+	"github.com/coordinator-project/coordinator/service/inproc"
+	"github.com/coordinator-project/coordinator/service/logging"
 	"github.com/coordinator-project/coordinator/service/metrics"
 )
 
@@ -29,7 +32,7 @@ const messageSlack = 1 << 20
 // Interceptors is the chain every CoordinatorService call runs through,
 // over the network and in process alike: admission, the slow reader bound
 // (network streams), logging, the declared body size, panic recovery, then
-// protovalidate (but for the REST front's own requests: checkedByFront).
+// protovalidate (but for the REST front's own requests: inproc.CheckedByFront).
 type Interceptors struct {
 	Unary  grpc.UnaryServerInterceptor
 	Stream grpc.StreamServerInterceptor
@@ -39,7 +42,7 @@ type Interceptors struct {
 type ChainOptions struct {
 	// Admission admits the inference calls first, so a refusal costs
 	// nothing further; nil admits every call.
-	Admission *Admission
+	Admission *admission.Controller
 	// StreamWriteTimeout bounds each message of a network stream
 	// (boundSends); 0: no bound.
 	StreamWriteTimeout time.Duration
@@ -60,19 +63,19 @@ func NewInterceptors(log *slog.Logger, opts ChainOptions) (*Interceptors, error)
 	if err != nil {
 		return nil, fmt.Errorf("protovalidate: %w", err)
 	}
-	calls := callLog{log: log}
+	calls := logging.NewCallLog(log)
 	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})
 	unary := []grpc.UnaryServerInterceptor{
-		calls.unary,
+		calls.Unary,
 		recovery.UnaryServerInterceptor(recoverOpt),
 		unlessCheckedUnary(grpcvalidate.UnaryServerInterceptor(validator)),
 	}
 	stream := []grpc.StreamServerInterceptor{
 		boundSends(opts.StreamWriteTimeout),
-		calls.stream,
+		calls.Stream,
 		recovery.StreamServerInterceptor(recoverOpt),
 		unlessCheckedStream(grpcvalidate.StreamServerInterceptor(validator)),
 	}
@@ -110,11 +113,11 @@ func NewGRPCServer(svc *Coordinator, chain *Interceptors, healthSrv *health.Serv
 }
 
 // unlessCheckedUnary runs validate but on the requests the REST front
-// built from a request it checked (checkedByFront): protovalidate would
+// built from a request it checked (inproc.CheckedByFront): protovalidate would
 // find nothing there, at a cost of several microseconds a call.
 func unlessCheckedUnary(validate grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if checkedByFront(ctx) {
+		if inproc.CheckedByFront(ctx) {
 			return handler(ctx, req)
 		}
 		return validate(ctx, req, info, handler)
@@ -124,7 +127,7 @@ func unlessCheckedUnary(validate grpc.UnaryServerInterceptor) grpc.UnaryServerIn
 // unlessCheckedStream is unlessCheckedUnary for streams.
 func unlessCheckedStream(validate grpc.StreamServerInterceptor) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if checkedByFront(ss.Context()) {
+		if inproc.CheckedByFront(ss.Context()) {
 			return handler(srv, ss)
 		}
 		return validate(srv, ss, info, handler)

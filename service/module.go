@@ -16,7 +16,9 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/upstream"
@@ -31,8 +33,6 @@ var Module = fx.Module("service",
 		fx.Annotate(newPipeline, fx.ParamTags(`group:"steps"`)),
 		NewCoordinator,
 		health.NewServer,
-		NewReadiness,
-		NewAdmission,
 		newInterceptors,
 		newGRPCServer,
 		newInProcess,
@@ -40,9 +40,8 @@ var Module = fx.Module("service",
 		metrics.New,
 		tlsReloads,
 		NewListenerTLS,
-		newTracing,
 	),
-	fx.Invoke(func(*Tracing) {}, knownSteps, serveGRPC),
+	fx.Invoke(knownSteps, serveGRPC),
 )
 
 func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, reloads tlsfiles.Observer) (*upstream.Client, error) {
@@ -91,7 +90,7 @@ func newPipeline(plugins []steps.Plugin, cfg config.Config, lc fx.Lifecycle) (*s
 // knownSteps starts the configured steps' duration series at 0.
 func knownSteps(m *metrics.Metrics, p *steps.Pipeline) { m.KnownSteps(p.Names()) }
 
-func newInterceptors(log *slog.Logger, adm *Admission, cfg config.Config) (*Interceptors, error) {
+func newInterceptors(log *slog.Logger, adm *admission.Controller, cfg config.Config) (*Interceptors, error) {
 	return NewInterceptors(log, ChainOptions{
 		Admission: adm, StreamWriteTimeout: cfg.Server.StreamWriteTimeout,
 		MaxMessageBytes: int(cfg.Server.MaxRequestBodyBytes()) + messageSlack,
@@ -109,18 +108,19 @@ func newGRPCServer(svc *Coordinator, chain *Interceptors, h *health.Server, m *m
 }
 
 // InProcess is the REST front's client of CoordinatorService: calls run the
-// same interceptors and handlers as network calls, in process (see Channel).
+// same interceptors and handlers as network calls, in process (see
+// inproc.Channel).
 type InProcess struct {
 	// Client is the CoordinatorService client over the in-process channel.
 	Client coordinatorv1.CoordinatorServiceClient
 	// Channel is the channel itself.
-	Channel *Channel
+	Channel *inproc.Channel
 }
 
 // newInProcess builds the channel; its idle stream runners stop with the
 // app.
 func newInProcess(lc fx.Lifecycle, svc *Coordinator, chain *Interceptors, cfg config.Config) *InProcess {
-	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, chain, int(cfg.Server.MaxRequestBodyBytes())+messageSlack)
+	ch := inproc.NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, inproc.Chain{Unary: chain.Unary, Stream: chain.Stream}, int(cfg.Server.MaxRequestBodyBytes())+messageSlack)
 	lc.Append(fx.StopHook(ch.Close))
 	return &InProcess{Client: coordinatorv1.NewCoordinatorServiceClient(ch), Channel: ch}
 }
@@ -128,9 +128,9 @@ func newInProcess(lc fx.Lifecycle, svc *Coordinator, chain *Interceptors, cfg co
 // serveGRPC listens on server.grpc_listen_addr at start (a busy port fails
 // startup) and serves there. At stop, after the Admission drain ended the
 // inference calls, it closes the listener and lets what is left (health
-// watches, queued-request lookups) end for up to StopGrace, then closes
+// watches, queued-request lookups) end for up to admission.StopGrace, then closes
 // the connections.
-func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, cfg config.Config, ready *Readiness, addrs *Addresses, log *slog.Logger) {
+func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, cfg config.Config, ready *admission.Readiness, addrs *Addresses, log *slog.Logger) {
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
 			lis, err := net.Listen("tcp", cfg.Server.GRPCListenAddr)
@@ -146,7 +146,7 @@ func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, cfg config.Config, ready *Read
 			ready.Set(false)
 			done := make(chan struct{})
 			go func() { srv.GracefulStop(); close(done) }()
-			grace := time.NewTimer(StopGrace)
+			grace := time.NewTimer(admission.StopGrace)
 			defer grace.Stop()
 			select {
 			case <-done:

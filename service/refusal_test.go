@@ -9,9 +9,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service/apierror"
@@ -91,6 +93,20 @@ func TestGenerateStreamAnswersAStepsRefusal(t *testing.T) {
 	assert.Equal(t, refusalBody, string(u.GetBody()))
 	assert.Empty(t, f.sent)
 }
+
+// fakeStream records a copy of each message sent: the sink reuses its own.
+type fakeStream struct {
+	grpc.ServerStream
+	sent []*coordinatorv1.GenerateStreamResponse
+	err  error
+}
+
+func (f *fakeStream) Send(m *coordinatorv1.GenerateStreamResponse) error {
+	f.sent = append(f.sent, proto.CloneOf(m))
+	return f.err
+}
+
+func (f *fakeStream) Context() context.Context { return context.Background() }
 
 // headerStream is a fakeStream that takes the call's header.
 type headerStream struct{ fakeStream }

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,6 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/service/inproc"
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 func TestNewRequestContextReadsOnlyUnambiguousBodies(t *testing.T) {
@@ -62,4 +65,36 @@ func nestedArrays(n int) string {
 		b = append(b, ']')
 	}
 	return string(b)
+}
+
+func TestNewRequestContextTakesTheFrontsDocument(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"model":"m","stream":true,"messages":[]}`)
+	doc, err := steps.ParseDocument(body, steps.FormatChat)
+	require.NoError(t, err)
+	ctx := inproc.WithParsedBody(context.Background(), doc)
+	in := &coordinatorv1.OpenAIRequest{Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: body}
+
+	rc, err := newRequestContext(ctx, "r", in)
+	require.NoError(t, err)
+	assert.Same(t, doc, rc.Doc, "the very bytes the front parsed: its document")
+	assert.Equal(t, "m", rc.Model)
+	assert.True(t, rc.Stream)
+
+	in.Json = slices.Clone(body)
+	rc, err = newRequestContext(ctx, "r", in)
+	require.NoError(t, err)
+	assert.NotSame(t, doc, rc.Doc, "a copy of the bytes is parsed anew")
+	assert.True(t, rc.Doc.Of(in.Json))
+
+	in.Json, in.Endpoint = body, coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS
+	rc, err = newRequestContext(ctx, "r", in)
+	require.NoError(t, err)
+	assert.NotSame(t, doc, rc.Doc, "another format's document is not taken")
+	assert.Equal(t, steps.FormatCompletions, rc.Doc.Format())
+
+	bad := []byte(`{"model":`)
+	rc, err = newRequestContext(inproc.WithParsedBody(context.Background(), doc), "r", &coordinatorv1.OpenAIRequest{Json: bad})
+	assert.Nil(t, rc)
+	assert.ErrorContains(t, err, "invalid JSON body", "a body that is not the document's is still checked")
 }

@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/coordinator-project/coordinator/service/inproc"
 )
 
 // errSlowReader is the cause of a stream's context when its client took
@@ -28,7 +30,7 @@ var errSlowReader = errors.New("client stopped reading the stream")
 // bound off.
 func boundSends(timeout time.Duration) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if timeout <= 0 || !info.IsServerStream || CalledInProcess(ss.Context()) {
+		if timeout <= 0 || !info.IsServerStream || inproc.Called(ss.Context()) {
 			return handler(srv, ss)
 		}
 		bs := newBoundedStream(ss, timeout)

@@ -40,6 +40,7 @@ const (
 	keyECTransferParams = "ec_transfer_params"
 	keySamplingParams   = "sampling_params"
 	keyExtraArgs        = "extra_args"
+	keyVLLMXargs        = "vllm_xargs"
 	keyTokens           = "tokens"
 	keyPrompt           = "prompt"
 )

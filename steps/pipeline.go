@@ -12,6 +12,9 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/coordinator-project/coordinator/internal/spans"
 )
 
 // StepConfig is one entry of the config's pipeline.steps list.
@@ -114,14 +117,18 @@ type Timing struct {
 // nil on success and the step's error (a refusal included), wrapped with
 // its name, otherwise. It appends one Timing per configured step to
 // rc.Timings as it goes (a refusal counts as an answer; steps not reached:
-// OutcomeSkipped, at the end), and traces each step as a span of ctx's.
+// OutcomeSkipped, at the end), and, when tracing is on (spans.On), traces
+// each step as a span of ctx's.
 func (p *Pipeline) Run(ctx context.Context, rc *RequestContext) error {
 	for i, step := range p.steps {
 		if err := ctx.Err(); err != nil {
 			p.skipFrom(i, rc)
 			return fmt.Errorf("pipeline cancelled: %w", context.Cause(ctx))
 		}
-		stepCtx, span := tracer.Start(ctx, p.names[i])
+		stepCtx, span := ctx, trace.Span(nil)
+		if spans.On() {
+			stepCtx, span = tracer.Start(ctx, p.names[i])
+		}
 		start := time.Now()
 		err := step.Execute(stepCtx, rc)
 		t := Timing{Step: p.names[i], Duration: time.Since(start), Outcome: OutcomeOK}
@@ -134,10 +141,10 @@ func (p *Pipeline) Run(ctx context.Context, rc *RequestContext) error {
 			}
 		default:
 			t.Outcome = OutcomeError
-			span.SetStatus(codes.Error, err.Error())
 		}
-		span.SetAttributes(attribute.String("coordinator.step.outcome", string(t.Outcome)))
-		span.End()
+		if span != nil {
+			endStepSpan(span, t.Outcome, err)
+		}
 		rc.Timings = append(rc.Timings, t)
 		switch {
 		case refused:
@@ -152,6 +159,15 @@ func (p *Pipeline) Run(ctx context.Context, rc *RequestContext) error {
 		}
 	}
 	return nil
+}
+
+// endStepSpan records a step's outcome (and error) on its span and ends it.
+func endStepSpan(span trace.Span, outcome Outcome, err error) {
+	if outcome == OutcomeError {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.SetAttributes(attribute.String("coordinator.step.outcome", string(outcome)))
+	span.End()
 }
 
 // skipFrom records the steps from i on as not reached.

@@ -21,8 +21,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/logging"
 	"github.com/coordinator-project/coordinator/sim"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
@@ -340,7 +340,7 @@ gateway:
   address: "`+gw+`"
 `+strings.ReplaceAll(brokerPipeline, "REDIS_URL", url)), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	app := fx.New(App(cfg, service.NewLogger(io.Discard, cfg.LogLevel)))
+	app := fx.New(App(cfg, logging.NewLogger(io.Discard, cfg.LogLevel)))
 	require.NoError(t, app.Err(), "building the app connects to nothing")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
 
@@ -92,7 +92,7 @@ func BenchmarkTracingCost(b *testing.B) {
 	}
 	b.Run("off", run)
 	b.Run("on", func(b *testing.B) {
-		tp, err := service.NewTracerProvider(discardExporter{}, config.Default().Tracing)
+		tp, err := tracing.NewTracerProvider(discardExporter{}, config.Default().Tracing)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -21,6 +21,7 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/logging"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -62,9 +63,9 @@ gateway:
 	cfg, err := config.Parse([]byte(yaml), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	require.NoError(t, err)
 	var addrs *service.Addresses
-	logger := service.NewLogger(io.Discard, cfg.LogLevel)
+	logger := logging.NewLogger(io.Discard, cfg.LogLevel)
 	if logs != nil {
-		logger = service.NewLogger(logs, 4)
+		logger = logging.NewLogger(logs, 4)
 	}
 	app := fxtest.New(t, App(cfg, logger), fx.Options(opts...), fx.Populate(&addrs))
 	app.RequireStart()

@@ -2,15 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/fx"
 
 	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -24,14 +25,18 @@ type lifeReport struct {
 	drained int
 }
 
-func newLifeReport(addrs *service.Addresses, p *steps.Pipeline, tracing *service.Tracing) *lifeReport {
-	return &lifeReport{addrs: addrs, pipeline: p, tracing: tracing.String()}
+func newLifeReport(addrs *service.Addresses, p *steps.Pipeline, t *tracing.Tracing) *lifeReport {
+	return &lifeReport{addrs: addrs, pipeline: p, tracing: t.String()}
 }
 
+// errStopFailed is run's error when stopping failed: run logged why.
+var errStopFailed = errors.New("stop failed")
+
 // run starts app, logs one line when it serves, waits for a signal, stops
-// it and logs one line when it stopped. A start or stop failure is
-// returned as the hook gave it ("server.listen_addr: listen tcp ...:
-// address already in use"), for main to print whatever the log level.
+// it and logs one line when it stopped. A start failure is returned as the
+// hook gave it ("server.listen_addr: listen tcp ...: address already in
+// use"), for main to print whatever the log level. A stop failure, once
+// every line is log's, is logged at error, and run returns errStopFailed.
 func run(app *fx.App, life *lifeReport, log *slog.Logger) error {
 	startCtx, cancel := context.WithTimeout(context.Background(), app.StartTimeout())
 	defer cancel()
@@ -50,22 +55,9 @@ func run(app *fx.App, life *lifeReport, log *slog.Logger) error {
 	defer cancel()
 	began = time.Now()
 	if err := app.Stop(stopCtx); err != nil {
-		return fmt.Errorf("stop (%s, %d requests in flight at the signal): %w", sig.Signal, life.drained, err)
+		log.Error("coordinator stop failed", "signal", sig.Signal.String(), "drained", life.drained, "error", err.Error())
+		return errStopFailed
 	}
 	log.Info("coordinator stopped", "signal", sig.Signal.String(), "drained", life.drained, "duration", time.Since(began))
 	return nil
-}
-
-// routeLibraryLogs sends what libraries print on their own through log:
-// go-redis's connection pool complaints (a Redis that is down at start
-// says so once, in the start failure) become debug lines.
-func routeLibraryLogs(log *slog.Logger) {
-	redis.SetLogger(redisLog{log})
-}
-
-// redisLog is go-redis's logger interface over slog.
-type redisLog struct{ log *slog.Logger }
-
-func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
-	l.log.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -18,8 +19,11 @@ import (
 	"github.com/coordinator-project/coordinator/connectors/ec"
 	"github.com/coordinator-project/coordinator/connectors/kv"
 	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/logging"
 	"github.com/coordinator-project/coordinator/service/rest"
+	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/asyncbroker"
 )
@@ -29,9 +33,10 @@ import (
 // of its CPU under load. GOGC in the environment still wins.
 const defaultGCPercent = 200
 
-// main exits 2 for bad flags, 1 when the config, the app's construction,
-// its start or its stop fails (one "coordinator: ..." line on stderr with
-// the cause, whatever the log level), 0 after a clean stop.
+// main exits 2 for bad flags, 1 when the config, the app's construction
+// or its start fails (one "coordinator: ..." line on stderr with the
+// cause, whatever the log level) or its stop fails (logged at error), 0
+// after a clean stop.
 func main() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
@@ -49,7 +54,7 @@ func main() {
 	if *verbosity > 0 {
 		cfg.LogLevel = *verbosity
 	}
-	log := service.NewLogger(os.Stderr, cfg.LogLevel)
+	log := logging.NewLogger(os.Stderr, cfg.LogLevel)
 	routeLibraryLogs(log)
 	var life *lifeReport
 	app := fx.New(App(cfg, log), fx.Populate(&life))
@@ -58,7 +63,9 @@ func main() {
 		// without fx's chain of the types it was building.
 		fail(dig.RootCause(err))
 	}
-	if err := run(app, life, log); err != nil {
+	if err := run(app, life, log); errors.Is(err, errStopFailed) {
+		os.Exit(1)
+	} else if err != nil {
 		fail(err)
 	}
 }
@@ -71,8 +78,8 @@ func fail(err error) {
 
 // stopGrace is what stopping may take past server.shutdown_timeout: the
 // calls the drain cancelled, each listener and the pipeline's resources get
-// service.StopGrace each.
-const stopGrace = 4 * service.StopGrace
+// admission.StopGrace each.
+const stopGrace = 4 * admission.StopGrace
 
 // App is the whole coordinator for cfg: every module, and readiness that
 // turns on once both listeners serve. At stop (fx runs the stop hooks in
@@ -94,10 +101,12 @@ func App(cfg config.Config, log *slog.Logger) fx.Option {
 		ec.Module,
 		steps.Module,
 		asyncbroker.Module,
+		admission.Module,
+		tracing.Module,
 		service.Module,
 		rest.Module,
 		fx.Provide(newLifeReport),
-		fx.Invoke(func(lc fx.Lifecycle, ready *service.Readiness, adm *service.Admission, life *lifeReport) {
+		fx.Invoke(func(lc fx.Lifecycle, ready *admission.Readiness, adm *admission.Controller, life *lifeReport) {
 			lc.Append(fx.Hook{
 				OnStart: func(context.Context) error { ready.Set(true); return nil },
 				OnStop: func(ctx context.Context) error {

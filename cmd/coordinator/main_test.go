@@ -8,8 +8,8 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
-	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/logging"
 )
 
 // loopbackEnv binds both listeners to free loopback ports.
@@ -32,7 +32,7 @@ func TestAppGraphIsComplete(t *testing.T) {
 	for _, path := range configs {
 		cfg, err := config.Load(path, loopbackEnv)
 		require.NoError(t, err, path)
-		require.NoError(t, fx.ValidateApp(App(cfg, service.NewLogger(io.Discard, 1))), path)
+		require.NoError(t, fx.ValidateApp(App(cfg, logging.NewLogger(io.Discard, 1))), path)
 	}
 }
 
@@ -41,7 +41,7 @@ func TestAppStartsAndStopsOnEachShippedConfig(t *testing.T) {
 	for _, path := range configs {
 		cfg, err := config.Load(path, loopbackEnv)
 		require.NoError(t, err, path)
-		app := fxtest.New(t, App(cfg, service.NewLogger(io.Discard, 1)))
+		app := fxtest.New(t, App(cfg, logging.NewLogger(io.Discard, 1)))
 		app.RequireStart()
 		app.RequireStop()
 	}

@@ -28,6 +28,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/sim"
 )
@@ -35,7 +36,7 @@ import (
 const overloadStream = `{"model":"sim-model","messages":[{"role":"user","content":"Hello!"}],"stream":true}`
 
 // waitInFlight waits until the admission counts requests and streams.
-func waitInFlight(t *testing.T, adm *service.Admission, requests, streams int) {
+func waitInFlight(t *testing.T, adm *admission.Controller, requests, streams int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		r, s := adm.InFlight()
@@ -51,7 +52,7 @@ func waitInFlight(t *testing.T, adm *service.Admission, requests, streams int) {
 func TestConcurrencyLimits(t *testing.T) {
 	t.Parallel()
 	_, gw, _ := startSim(t, sim.Options{})
-	var adm *service.Admission
+	var adm *admission.Controller
 	st := startStackEnv(t, map[string]string{
 		"COORDINATOR_SERVER_MAX_CONCURRENT_REQUESTS": "2",
 		"COORDINATOR_SERVER_MAX_CONCURRENT_STREAMS":  "1",

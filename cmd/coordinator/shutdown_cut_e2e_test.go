@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/sim"
 )
@@ -32,7 +32,7 @@ func TestShutdownCutIsUnavailableNotAnError(t *testing.T) {
 	t.Parallel()
 	const streams = 3
 	_, gw, _ := startSim(t, sim.Options{TokenDelay: tokenDelay})
-	var adm *service.Admission
+	var adm *admission.Controller
 	var m *metrics.Metrics
 	var logs syncBuffer
 	st := startStackLogged(t, map[string]string{"COORDINATOR_SERVER_SHUTDOWN_TIMEOUT": "300ms"}, &logs, gw, "", decodeOnly,

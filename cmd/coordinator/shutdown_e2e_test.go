@@ -23,7 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/sim"
 )
@@ -91,7 +91,7 @@ type ended struct {
 func TestGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	_, gw, _ := startSim(t, sim.Options{TokenDelay: tokenDelay})
-	var adm *service.Admission
+	var adm *admission.Controller
 	st := startStackEnv(t, map[string]string{
 		"COORDINATOR_SERVER_SHUTDOWN_TIMEOUT": drainTimeout.String(),
 		"COORDINATOR_SERVER_RETRY_AFTER":      "2s",
@@ -239,7 +239,7 @@ func TestGracefulShutdown(t *testing.T) {
 		assert.Equal(t, codes.Unavailable, st.Code(), "%s: %v", name, results[name].err)
 		assert.Equal(t, "server shutting down", st.Message(), name)
 	}
-	assert.Less(t, stopTook, drainTimeout+service.StopGrace, "Stop returns soon after the drain")
+	assert.Less(t, stopTook, drainTimeout+admission.StopGrace, "Stop returns soon after the drain")
 
 	_, err = net.DialTimeout("tcp", restAddr, time.Second)
 	assert.Error(t, err, "the REST listener is closed")

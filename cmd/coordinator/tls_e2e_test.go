@@ -30,6 +30,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/tlsfiles/tlsfilestest"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/logging"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -312,7 +313,7 @@ gateway:
 	require.NoError(t, err)
 	var logs syncBuffer
 	var addrs *service.Addresses
-	app := fx.New(App(cfg, service.NewLogger(&logs, cfg.LogLevel)), fx.Populate(&addrs))
+	app := fx.New(App(cfg, logging.NewLogger(&logs, cfg.LogLevel)), fx.Populate(&addrs))
 	require.NoError(t, app.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, app.Stop(context.Background())) })
 
@@ -415,7 +416,7 @@ func TestTLSBadConfigFailsStartup(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			app := fx.New(App(cfg, service.NewLogger(io.Discard, 1)))
+			app := fx.New(App(cfg, logging.NewLogger(io.Discard, 1)))
 			require.Error(t, app.Err())
 			assert.EqualError(t, dig.RootCause(app.Err()), tt.appErr, "what main prints")
 		})

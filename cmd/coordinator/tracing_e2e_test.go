@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -30,7 +30,7 @@ import (
 func installTracing(t *testing.T) *tracetest.InMemoryExporter {
 	t.Helper()
 	exporter := tracetest.NewInMemoryExporter()
-	tp, err := service.NewTracerProvider(exporter, config.Default().Tracing)
+	tp, err := tracing.NewTracerProvider(exporter, config.Default().Tracing)
 	require.NoError(t, err)
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})

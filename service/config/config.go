@@ -132,6 +132,16 @@ type Server struct {
 	// bodies get 413. Key server.max_request_body_size, default 64 (0 means
 	// the default), env COORDINATOR_SERVER_MAX_REQUEST_BODY_SIZE.
 	MaxRequestBodySize int `param:"max_request_body_size"`
+	// TrustClientTransferParams passes a client's own kv_transfer_params
+	// and ec_transfer_params (top level, under vllm_xargs and under
+	// sampling_params.extra_args) on to the legs, as the reference does
+	// (coordinator extension, compat D23). Off, the default: the
+	// coordinator owns them, removes a client's before any step, logs the
+	// request at info and counts it in
+	// coordinator_client_transfer_params_dropped_total. Key
+	// server.trust_client_transfer_params, default false, env
+	// COORDINATOR_SERVER_TRUST_CLIENT_TRANSFER_PARAMS.
+	TrustClientTransferParams bool `param:"trust_client_transfer_params"`
 	// TLS serves the REST listener over TLS (HTTP/2 by ALPN), with mutual
 	// TLS when client_auth asks for it (coordinator extension). Keys
 	// server.tls.{cert_file,key_file,client_ca_file,client_auth}; absent:

@@ -3,7 +3,8 @@
 // prompt and generated tokens by API and model, steps by outcome,
 // legs by phase and upstream status, in-flight requests and streams,
 // conditional-decode hits, prefill fallbacks, refused requests, bytes in
-// and out, billed prompt tokens by kind, TLS file reloads, and the gRPC
+// and out, billed prompt tokens by kind, client transfer params dropped,
+// TLS file reloads, and the gRPC
 // server's own.
 // They live on a registry of their own, served at /metrics on the REST port.
 package metrics
@@ -62,6 +63,9 @@ type Metrics struct {
 	bytes       *prometheus.CounterVec
 	tlsReloads  *prometheus.CounterVec
 	billed      *prometheus.CounterVec // prompt tokens by kind (billed.go)
+	// transferDropped counts requests whose client transfer params were
+	// removed (transfer_params.go).
+	transferDropped *prometheus.CounterVec
 	// GRPC are the gRPC server's per-method metrics; its interceptors go
 	// on the server.
 	GRPC *grpcprom.ServerMetrics
@@ -142,6 +146,7 @@ func New() *Metrics {
 	m.registry.MustRegister(m.requests, m.duration, m.ttft, m.itl, m.prompt, m.generated, m.steps, m.legs, m.retries, m.inFlight, m.conditional, m.fallbacks, m.rejected, m.cut, m.bytes, m.tlsReloads, m.GRPC,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.billed = newBilled(m.registry)
+	m.transferDropped = newTransferDropped(m.registry)
 	m.initialize()
 	return m
 }
@@ -160,17 +165,25 @@ var (
 // (service/rest labels them so, whatever their path).
 const endpointPassthrough = "passthrough"
 
+// endpointsOf are the endpoint labels of api's requests: REST's relayed
+// ones are the passthrough's.
+func endpointsOf(api string) []string {
+	if api == APIREST {
+		return append(endpoints[:len(endpoints):len(endpoints)], endpointPassthrough)
+	}
+	return endpoints
+}
+
 // initialize creates the series of the known label values at 0: requests
 // by success status, latencies, in-flight, shutdown cuts, outcomes,
 // fallbacks, refusals, bytes and TLS reloads.
 func (m *Metrics) initialize() {
 	for _, api := range apis {
-		eps := endpoints
 		ok := "OK"
 		if api == APIREST {
-			eps, ok = append(eps[:len(eps):len(eps)], endpointPassthrough), "200"
+			ok = "200"
 		}
-		for _, ep := range eps {
+		for _, ep := range endpointsOf(api) {
 			m.requests.WithLabelValues(api, ep, ok)
 			m.duration.WithLabelValues(api, ep)
 			m.ttft.WithLabelValues(api, ep)

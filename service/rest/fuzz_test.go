@@ -19,8 +19,11 @@ import (
 	"github.com/coordinator-project/coordinator/connectors/ec"
 	"github.com/coordinator-project/coordinator/connectors/kv"
 	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/logging"
 	"github.com/coordinator-project/coordinator/service/rest"
+	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/sim"
 	"github.com/coordinator-project/coordinator/steps"
 )
@@ -142,10 +145,10 @@ pipeline:
 	require.NoError(f, err)
 	var addrs *service.Addresses
 	app := fxtest.New(f,
-		fx.Supply(cfg, service.NewLogger(io.Discard, cfg.LogLevel)),
+		fx.Supply(cfg, logging.NewLogger(io.Discard, cfg.LogLevel)),
 		fx.NopLogger,
-		kv.Module, ec.Module, steps.Module, service.Module, rest.Module,
-		fx.Invoke(func(r *service.Readiness) { r.Set(true) }),
+		kv.Module, ec.Module, steps.Module, admission.Module, tracing.Module, service.Module, rest.Module,
+		fx.Invoke(func(r *admission.Readiness) { r.Set(true) }),
 		fx.Populate(&addrs),
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -25,8 +25,9 @@ import (
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
-	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
+	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 )
@@ -37,10 +38,13 @@ type Handler struct {
 	gateway *runtime.ServeMux
 	client  coordinatorv1.CoordinatorServiceClient
 	maxBody int64
-	ready   *service.Readiness
-	metrics *metrics.Metrics
-	queued  steps.RequestStore // nil without a step keeping queued requests (requests.go)
-	holder  steps.Holder       // nil: no request is held open (requests.go)
+	// trustTransfer relays a client's transfer params on passthrough paths
+	// (server.trust_client_transfer_params).
+	trustTransfer bool
+	ready         *admission.Readiness
+	metrics       *metrics.Metrics
+	queued        steps.RequestStore // nil without a step keeping queued requests (requests.go)
+	holder        steps.Holder       // nil: no request is held open (requests.go)
 	// streamWriteTimeout bounds each write of a stream (transcode.go); 0: none.
 	streamWriteTimeout time.Duration
 	pass               *passthrough // nil without a gateway to relay to (passthrough.go)
@@ -50,7 +54,7 @@ type Handler struct {
 
 // NewHandler builds the REST front over a CoordinatorService client.
 // maxBody caps request bodies (413 past it).
-func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClient, maxBody int64, ready *service.Readiness, m *metrics.Metrics) (*Handler, error) {
+func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClient, maxBody int64, ready *admission.Readiness, m *metrics.Metrics) (*Handler, error) {
 	installQueryParser()
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, rawJSON{}),
@@ -152,7 +156,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 		return
 	}
 	// The one parse of the body: the service takes the document from the
-	// call's context (service.WithParsedBody).
+	// call's context (inproc.WithParsedBody).
 	doc, err := steps.ParseDocument(data, b.format)
 	if err != nil {
 		writeAPIError(w, b.dialect, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
@@ -162,7 +166,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 	if raw, ok := doc.Root().Get("stream"); ok {
 		stream, _ = jsonbody.Bool(raw)
 	}
-	r = r.WithContext(service.WithParsedBody(r.Context(), doc))
+	r = r.WithContext(inproc.WithParsedBody(r.Context(), doc))
 	h.metrics.Bytes(metrics.APIREST, "in", len(data))
 	defer h.metrics.Begin(metrics.APIREST, stream)()
 	if !stream {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
@@ -24,8 +25,8 @@ var Module = fx.Module("rest",
 	fx.Invoke(serveHTTP),
 )
 
-func newHandler(in *service.InProcess, cfg config.Config, ready *service.Readiness, m *metrics.Metrics, p *steps.Pipeline,
-	gateway *upstream.Client, adm *service.Admission, log *slog.Logger) (*Handler, error) {
+func newHandler(in *service.InProcess, cfg config.Config, ready *admission.Readiness, m *metrics.Metrics, p *steps.Pipeline,
+	gateway *upstream.Client, adm *admission.Controller, log *slog.Logger) (*Handler, error) {
 	h, err := NewHandler(context.Background(), in.Client, cfg.Server.MaxRequestBodyBytes(), ready, m)
 	if err != nil {
 		return nil, err
@@ -34,6 +35,7 @@ func newHandler(in *service.InProcess, cfg config.Config, ready *service.Readine
 	h.ServeQueued(store)
 	h.holder = p
 	h.streamWriteTimeout = cfg.Server.StreamWriteTimeout
+	h.trustTransfer = cfg.Server.TrustClientTransferParams
 	h.ServePassthrough(gateway, adm, log)
 	return h, nil
 }
@@ -61,7 +63,7 @@ func NewServer(h http.Handler, cfg config.Server) *http.Server {
 // serveHTTP listens at start (a busy port fails startup), over TLS when
 // server.tls is set, each request traced (tracing.go). At stop, after the Admission drain ended the inference
 // calls, it closes the listener and the idle connections and lets the
-// requests left end for up to service.StopGrace, then closes the rest.
+// requests left end for up to admission.StopGrace, then closes the rest.
 func serveHTTP(lc fx.Lifecycle, h *Handler, cfg config.Config, addrs *service.Addresses, lt *service.ListenerTLS, log *slog.Logger) {
 	srv := NewServer(traced(h), cfg.Server)
 	if lt.REST != nil {
@@ -83,7 +85,7 @@ func serveHTTP(lc fx.Lifecycle, h *Handler, cfg config.Config, addrs *service.Ad
 			return nil
 		},
 		OnStop: func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, service.StopGrace)
+			ctx, cancel := context.WithTimeout(ctx, admission.StopGrace)
 			defer cancel()
 			if err := srv.Shutdown(ctx); err != nil {
 				return srv.Close()

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/health"
 
-	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 )
@@ -38,7 +38,7 @@ type anyStore struct{ steps.RequestStore }
 // openAPIHandler is a Handler with every route, over no client.
 func openAPIHandler(t *testing.T) *Handler {
 	t.Helper()
-	h, err := NewHandler(context.Background(), nil, 1<<20, service.NewReadiness(health.NewServer()), metrics.New())
+	h, err := NewHandler(context.Background(), nil, 1<<20, admission.NewReadiness(health.NewServer()), metrics.New())
 	require.NoError(t, err)
 	h.ServeQueued(anyStore{})
 	return h

@@ -1,6 +1,8 @@
 package rest
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -15,10 +17,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
-	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"
+	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -30,14 +34,15 @@ const endpointPassthrough = "passthrough"
 // (compat §3.6).
 type passthrough struct {
 	gateway   *upstream.Client
-	admission *service.Admission // nil admits every request
+	admission *admission.Controller // nil admits every request
 	log       *slog.Logger
 }
 
 // ServePassthrough relays every path no route serves (/v1/models,
 // /v1/embeddings, /tokenize, ...) to the gateway with EPP-Profile: decode:
 // same method, path, query, body and forwardable headers, x-request-id
-// validated or regenerated. Each request is admitted by admission as a
+// validated or regenerated; a JSON body loses the client's transfer
+// params (compat D23) unless server.trust_client_transfer_params is on. Each request is admitted by admission as a
 // request (not a stream: what the answer is comes later), so it counts
 // against server.max_concurrent_requests and is drained at shutdown. The
 // body is streamed to the gateway under the max body size (413 past it);
@@ -46,7 +51,7 @@ type passthrough struct {
 // server.stream_write_timeout per write. No answer from the gateway is
 // 502, or 504 when it timed out. Without ServePassthrough those paths are
 // 404.
-func (h *Handler) ServePassthrough(gateway *upstream.Client, admission *service.Admission, log *slog.Logger) {
+func (h *Handler) ServePassthrough(gateway *upstream.Client, admission *admission.Controller, log *slog.Logger) {
 	h.pass = &passthrough{gateway: gateway, admission: admission, log: log}
 }
 
@@ -88,21 +93,11 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 		writeAPIError(w, apierror.DialectOpenAI, http.StatusMethodNotAllowed, "CONNECT is not relayed (request_id: "+id+")", "")
 		return outcome{}
 	}
-	ctx := r.Context()
-	if a := h.pass.admission; a != nil {
-		actx, release, err := a.AdmitContext(ctx, false)
-		if err != nil {
-			writeError(w, apierror.DialectOpenAI, err) // 429 or 503, with Retry-After
-			return outcome{}
-		}
-		defer release()
-		defer func() { // before release, while the drain's cause is still actx's
-			if service.CutByShutdown(actx) {
-				h.metrics.ShutdownCut(metrics.APIREST, false)
-			}
-		}()
-		ctx = actx
+	ctx, done, ok := h.admitPassthrough(r.Context(), w)
+	if !ok {
+		return outcome{}
 	}
+	defer done()
 	endInFlight := h.metrics.Begin(metrics.APIREST, false)
 	defer func() { endInFlight() }()
 	var body *countedBody
@@ -112,6 +107,14 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 	if r.ContentLength != 0 {
 		body = &countedBody{r: capBody(w, r.Body, h.maxBody)}
 		fr.Body = body
+		if !h.trustTransfer && isJSON(r.Header.Get("Content-Type")) {
+			data, err := io.ReadAll(body)
+			if err != nil {
+				return outcome{in: body.count(), err: h.pass.failed(w, r, id, body.readErr(), err)}
+			}
+			data = h.dropTransferParams(r, id, data)
+			fr.Body, fr.ContentLength = bytes.NewReader(data), int64(len(data))
+		}
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // the gateway may think long; writes get their own bound
@@ -144,6 +147,29 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 	return outcome{in: body.count()}
 }
 
+// admitPassthrough admits a request (h.pass.admission; nil admits every
+// one): its context, which the drain may end, and what to call when it
+// ended. It writes the refusal (429 or 503, with Retry-After) and returns
+// false when it is refused.
+func (h *Handler) admitPassthrough(ctx context.Context, w http.ResponseWriter) (context.Context, func(), bool) {
+	a := h.pass.admission
+	if a == nil {
+		return ctx, func() {}, true
+	}
+	actx, release, err := a.AdmitContext(ctx, false)
+	if err != nil {
+		writeError(w, apierror.DialectOpenAI, err) // 429 or 503, with Retry-After
+		return ctx, nil, false
+	}
+	return actx, func() {
+		// before release, while the drain's cause is still actx's
+		if admission.CutByShutdown(actx) {
+			h.metrics.ShutdownCut(metrics.APIREST, false)
+		}
+		release()
+	}, true
+}
+
 // failed answers a request the gateway did not answer: 413 when the body
 // went past the cap, 408 when it did not come within server.read_timeout,
 // 400 when it could not be read, nothing when the client went away, 503
@@ -162,8 +188,8 @@ func (p *passthrough) failed(w http.ResponseWriter, r *http.Request, id string, 
 	switch {
 	case r.Context().Err() != nil:
 		return err
-	case errors.Is(err, service.ErrShuttingDown):
-		writeError(w, apierror.DialectOpenAI, status.Error(codes.Unavailable, service.ErrShuttingDown.Error()+" (request_id: "+id+")"))
+	case errors.Is(err, admission.ErrShuttingDown):
+		writeError(w, apierror.DialectOpenAI, status.Error(codes.Unavailable, admission.ErrShuttingDown.Error()+" (request_id: "+id+")"))
 		return err
 	}
 	writeError(w, apierror.DialectOpenAI, apierror.FromError(err, id).Err())
@@ -258,6 +284,32 @@ func withForwardedFor(r *http.Request) http.Header {
 func isEventStream(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "text/event-stream"
+}
+
+// dropTransferParams is a relayed JSON body without the transfer params a
+// client may not set (compat D23; steps.DropTransferParams), the request
+// logged and counted when it had some. A body that is not a JSON object
+// goes as it came: the worker answers it.
+func (h *Handler) dropTransferParams(r *http.Request, id string, data []byte) []byte {
+	obj, err := jsonbody.ParseObject(data)
+	if err != nil {
+		return data
+	}
+	dropped := steps.DropTransferParams(obj)
+	if dropped == nil {
+		return data
+	}
+	h.metrics.ClientTransferParamsDropped(metrics.APIREST, endpointPassthrough)
+	h.pass.log.InfoContext(r.Context(), "client transfer params dropped", "request_id", id, "api", metrics.APIREST,
+		"endpoint", endpointPassthrough, "path", r.URL.Path, "keys", dropped)
+	return obj.Bytes()
+}
+
+// isJSON reports whether a content type is JSON's (application/json, or a
+// +json type).
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
 // countedBody is the client's body on its way to the gateway: it counts

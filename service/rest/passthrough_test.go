@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/health"
 
 	"github.com/coordinator-project/coordinator/internal/requestid"
-	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps/upstream"
@@ -38,7 +38,7 @@ type passOptions struct {
 	headerTimeout time.Duration
 	writeTimeout  time.Duration
 	readTimeout   time.Duration
-	admission     *service.Admission
+	admission     *admission.Controller
 }
 
 // startPassFront serves a Handler (no CoordinatorService behind it) whose
@@ -49,7 +49,7 @@ func startPassFront(t *testing.T, gatewayURL string, o passOptions) *passFront {
 		o.maxBody = 1 << 20
 	}
 	m := metrics.New()
-	h, err := NewHandler(context.Background(), nil, o.maxBody, service.NewReadiness(health.NewServer()), m)
+	h, err := NewHandler(context.Background(), nil, o.maxBody, admission.NewReadiness(health.NewServer()), m)
 	require.NoError(t, err)
 	gw, err := upstream.New(upstream.Options{Address: gatewayURL, ResponseHeaderTimeout: o.headerTimeout})
 	require.NoError(t, err)
@@ -415,7 +415,7 @@ func TestPassthroughIsAdmitted(t *testing.T) {
 	})
 	cfg := config.Config{Server: config.Server{MaxConcurrentRequests: 1, RetryAfter: 2 * time.Second, ShutdownTimeout: 50 * time.Millisecond}}
 	m := metrics.New()
-	adm := service.NewAdmission(cfg, m, slog.New(slog.DiscardHandler))
+	adm := admission.New(cfg, m, slog.New(slog.DiscardHandler))
 	f := startPassFront(t, gw, passOptions{admission: adm})
 
 	first := make(chan int, 1)

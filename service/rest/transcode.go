@@ -11,6 +11,7 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/apierror"
+	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -87,7 +88,7 @@ func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, i
 	gr.Header["Content-Type"] = b.contentType
 	gr.Body = &x.body
 	if stream { // one the gateway stopped receiving (a failed write) ends once it is done with its messages
-		defer service.EndStreams(gr.Context())
+		defer inproc.EndStreams(gr.Context())
 	}
 	h.gateway.ServeHTTP(&x.w, gr)
 	x.w.finish()

@@ -23,7 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/metrics"
 )
 
@@ -98,7 +98,7 @@ func events(data ...string) *coordinatorv1.GenerateStreamResponse {
 
 func fakeFront(t *testing.T, f *fakeClient) *Handler {
 	t.Helper()
-	h, err := NewHandler(context.Background(), f, 1<<20, service.NewReadiness(health.NewServer()), metrics.New())
+	h, err := NewHandler(context.Background(), f, 1<<20, admission.NewReadiness(health.NewServer()), metrics.New())
 	require.NoError(t, err)
 	h.streamWriteTimeout = time.Minute
 	return h
@@ -278,7 +278,7 @@ func TestStreamBindingsAreNotRoutes(t *testing.T) {
 }
 
 // TestFrontRequestsAreValid holds the front to what lets the chain skip
-// protovalidate for its requests (service.checkedByFront): whatever the
+// protovalidate for its requests (inproc.CheckedByFront): whatever the
 // client sends that reaches the service, the request the front builds
 // meets every rule of the proto.
 func TestFrontRequestsAreValid(t *testing.T) {

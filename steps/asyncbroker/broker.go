@@ -270,6 +270,12 @@ func (b *Broker) passthrough(ctx context.Context, rc *steps.RequestContext, tena
 func (b *Broker) enqueue(ctx context.Context, rc *steps.RequestContext, mode, tenant string) error {
 	deadline := b.p.deadline(mode, rc.Header.Get(b.timeoutHeader))
 	queue, _ := b.route(ctx, rc.Model, tenant)
+	// The body as it stands: the service removed what the client may not
+	// set (its transfer params) from the document; else the client's bytes.
+	doc, err := rc.Document()
+	if err != nil {
+		return err
+	}
 	now := time.Now()
 	s := &submission{
 		tenant:   tenant,
@@ -277,7 +283,7 @@ func (b *Broker) enqueue(ctx context.Context, rc *steps.RequestContext, mode, te
 		queue:    queue,
 		created:  now,
 		deadline: now.Add(deadline),
-		payload:  rc.Body,
+		payload:  doc.Bytes(),
 		metadata: map[string]string{b.p.Quota.Attribute: tenant},
 		endpoint: rc.Format.Path(),
 	}

@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/internal/spans"
 )
 
 // Profiles: the EPP scheduling profile a gateway leg asks for.
@@ -206,6 +207,9 @@ func (c *Client) Post(ctx context.Context, r Request) (*http.Response, error) {
 	phase := phaseOf(r)
 	ctx, span := startLeg(ctx, r.Leg, phase, r.RequestID)
 	resp, attempts, err := c.send(ctx, r, phase, span)
+	if !span.IsRecording() {
+		return resp, err
+	}
 	if attempts > 1 {
 		span.SetAttributes(attribute.Int("coordinator.attempts", attempts))
 	}
@@ -219,16 +223,23 @@ func (c *Client) Post(ctx context.Context, r Request) (*http.Response, error) {
 	return endLeg(span, resp, err)
 }
 
-// startLeg starts a leg's client span.
+// startLeg starts a leg's client span. With tracing off (spans.On) it
+// starts none: the leg gets ctx's own no-op span, and costs nothing.
 func startLeg(ctx context.Context, leg, phase, requestID string) (context.Context, trace.Span) {
+	if !spans.On() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
 	return tracer.Start(ctx, "leg "+leg, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("coordinator.phase", phase), attribute.String("coordinator.request_id", requestID)))
 }
 
-// endLeg records a leg's outcome on its span and passes it on: the span
-// ends now without an answer, or when the answer's body is closed (a
-// streamed decode leg's span covers the whole stream).
+// endLeg records a leg's outcome on its recording span and passes it on:
+// the span ends now without an answer, or when the answer's body is closed
+// (a streamed decode leg's span covers the whole stream).
 func endLeg(span trace.Span, resp *http.Response, err error) (*http.Response, error) {
+	if !span.IsRecording() {
+		return resp, err
+	}
 	span.SetAttributes(attribute.Int("http.response.status_code", statusOf(resp, err)))
 	if err != nil {
 		span.SetStatus(otelcodes.Error, err.Error())

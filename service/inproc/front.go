@@ -1,4 +1,4 @@
-package service
+package inproc
 
 import (
 	"context"
@@ -54,7 +54,7 @@ func EndStreams(ctx context.Context) {
 	}
 }
 
-// checkedByFront reports whether the call is the REST front's
+// CheckedByFront reports whether the call is the REST front's
 // (WithParsedBody; a network call's context never carries it). Such a
 // request meets every protovalidate rule by construction: its request id
 // passed requestid.OrNew (the rule's length and alphabet), its endpoint is
@@ -62,11 +62,11 @@ func EndStreams(ctx context.Context) {
 // "{}"); rest's TestFrontRequestsAreValid holds the front to it. Its body
 // is within the front's cap, the Channel's message limit less the
 // envelope's slack.
-func checkedByFront(ctx context.Context) bool { return frontCallOf(ctx) != nil }
+func CheckedByFront(ctx context.Context) bool { return frontCallOf(ctx) != nil }
 
-// parsedBody returns the document WithParsedBody put in ctx when it was
+// ParsedBody returns the document WithParsedBody put in ctx when it was
 // parsed from these very bytes for format f, else nil.
-func parsedBody(ctx context.Context, body []byte, f steps.Format) *steps.Document {
+func ParsedBody(ctx context.Context, body []byte, f steps.Format) *steps.Document {
 	fc := frontCallOf(ctx)
 	if fc == nil || !fc.doc.Of(body) || fc.doc.Format() != f {
 		return nil

@@ -1,52 +1,23 @@
-package service
+package tokens
 
 import (
 	"context"
 	"strconv"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/steps"
+
+	"google.golang.org/grpc/metadata"
 )
 
-// generateTokens serves a tokens input of Generate: the request becomes a
-// vLLM /inference/v1/generate body and runs through the pipeline like a REST
-// request to that path; the decode worker's answer becomes a TokensResponse.
-func (c *Coordinator) generateTokens(ctx context.Context, id string, in *coordinatorv1.TokensRequest) (*coordinatorv1.GenerateResponse, error) {
-	rc := newTokensContext(ctx, id, in, false)
-	sink := newTokensUnarySink(in)
-	rc.Sink = sink
-	if err := c.run(ctx, rc, "Generate"); err != nil {
-		return nil, err
-	}
-	if sink.resp == nil {
-		return nil, status.Errorf(codes.Internal, "the pipeline gave no answer (request_id: %s)", id)
-	}
-	return &coordinatorv1.GenerateResponse{
-		RequestId: id,
-		Output:    &coordinatorv1.GenerateResponse_Tokens{Tokens: sink.resp},
-	}, nil
-}
-
-// generateTokensStream serves a tokens input of GenerateStream: as
-// generateTokens, with the worker's stream sent on as TokensChunk messages.
-func (c *Coordinator) generateTokensStream(id string, in *coordinatorv1.TokensRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
-	ctx := stream.Context()
-	rc := newTokensContext(ctx, id, in, true)
-	rc.Sink = newTokensStreamSink(stream)
-	return c.run(ctx, rc, "GenerateStream")
-}
-
-// newTokensContext builds the request context of a tokens input: format
+// NewRequestContext builds the request context of a tokens input: format
 // generate, the body appendTokensBody writes, and the prompt's token IDs and
 // images already typed (render's generate branch, when configured, checks
 // the body and takes the same values from it). The token IDs' JSON is the
 // body's own token_ids, so no leg encodes them again.
-func newTokensContext(ctx context.Context, id string, in *coordinatorv1.TokensRequest, stream bool) *steps.RequestContext {
+func NewRequestContext(ctx context.Context, id string, in *coordinatorv1.TokensRequest, stream bool) *steps.RequestContext {
 	body, idsAt, idsEnd := writeTokensBody(nil, id, in, stream)
 	return &steps.RequestContext{
 		RequestID:  id,
@@ -113,74 +84,94 @@ func appendSamplingParams(b []byte, p *coordinatorv1.SamplingParams) []byte {
 	if p == nil {
 		return append(b, "{}"...)
 	}
-	b = append(b, '{')
-	start := len(b)
-	key := func(name string) {
-		if len(b) > start {
-			b = append(b, ',')
-		}
-		b = append(b, '"')
-		b = append(b, name...)
-		b = append(b, `":`...)
+	w := samplingWriter{b: append(b, '{')}
+	w.start = len(w.b)
+	w.sampling(p)
+	w.penalties(p)
+	return append(w.b, '}')
+}
+
+// samplingWriter appends the members of a sampling_params object after
+// start, a comma before each but the first.
+type samplingWriter struct {
+	b     []byte
+	start int
+}
+
+func (w *samplingWriter) key(name string) {
+	if len(w.b) > w.start {
+		w.b = append(w.b, ',')
 	}
-	uintField := func(name string, v uint32) {
-		key(name)
-		b = strconv.AppendUint(b, uint64(v), 10)
-	}
-	floatField := func(name string, v float32) {
-		key(name)
-		b = appendFloat32(b, v)
-	}
+	w.b = append(w.b, '"')
+	w.b = append(w.b, name...)
+	w.b = append(w.b, `":`...)
+}
+
+func (w *samplingWriter) uintField(name string, v uint32) {
+	w.key(name)
+	w.b = strconv.AppendUint(w.b, uint64(v), 10)
+}
+
+func (w *samplingWriter) floatField(name string, v float32) {
+	w.key(name)
+	w.b = appendFloat32(w.b, v)
+}
+
+// sampling appends the fields from max_tokens to n, in field order.
+func (w *samplingWriter) sampling(p *coordinatorv1.SamplingParams) {
 	if p.MaxTokens != nil {
-		uintField("max_tokens", p.GetMaxTokens())
+		w.uintField("max_tokens", p.GetMaxTokens())
 	}
 	if p.MinTokens != nil {
-		uintField("min_tokens", p.GetMinTokens())
+		w.uintField("min_tokens", p.GetMinTokens())
 	}
 	if p.Temperature != nil {
-		floatField("temperature", p.GetTemperature())
+		w.floatField("temperature", p.GetTemperature())
 	}
 	if p.TopP != nil {
-		floatField("top_p", p.GetTopP())
+		w.floatField("top_p", p.GetTopP())
 	}
 	if p.TopK != nil {
-		key("top_k")
-		b = strconv.AppendInt(b, int64(p.GetTopK()), 10)
+		w.key("top_k")
+		w.b = strconv.AppendInt(w.b, int64(p.GetTopK()), 10)
 	}
 	if p.MinP != nil {
-		floatField("min_p", p.GetMinP())
+		w.floatField("min_p", p.GetMinP())
 	}
 	if p.Seed != nil {
-		key("seed")
-		b = strconv.AppendInt(b, p.GetSeed(), 10)
+		w.key("seed")
+		w.b = strconv.AppendInt(w.b, p.GetSeed(), 10)
 	}
 	if len(p.GetStopTokenIds()) > 0 {
-		key("stop_token_ids")
-		b = jsonbody.AppendUint32s(b, p.GetStopTokenIds())
+		w.key("stop_token_ids")
+		w.b = jsonbody.AppendUint32s(w.b, p.GetStopTokenIds())
 	}
 	if p.GetIgnoreEos() {
-		key("ignore_eos")
-		b = append(b, "true"...)
+		w.key("ignore_eos")
+		w.b = append(w.b, "true"...)
 	}
 	if p.Logprobs != nil {
-		uintField("logprobs", p.GetLogprobs())
+		w.uintField("logprobs", p.GetLogprobs())
 	}
 	if p.PromptLogprobs != nil {
-		uintField("prompt_logprobs", p.GetPromptLogprobs())
+		w.uintField("prompt_logprobs", p.GetPromptLogprobs())
 	}
 	if p.GetN() != 0 {
-		uintField("n", p.GetN())
+		w.uintField("n", p.GetN())
 	}
+}
+
+// penalties appends the three penalties, in field order.
+func (w *samplingWriter) penalties(p *coordinatorv1.SamplingParams) {
 	if p.PresencePenalty != nil {
-		floatField("presence_penalty", p.GetPresencePenalty())
+		w.floatField("presence_penalty", p.GetPresencePenalty())
 	}
 	if p.FrequencyPenalty != nil {
-		floatField("frequency_penalty", p.GetFrequencyPenalty())
+		w.floatField("frequency_penalty", p.GetFrequencyPenalty())
 	}
 	if p.RepetitionPenalty != nil {
-		floatField("repetition_penalty", p.GetRepetitionPenalty())
+		w.floatField("repetition_penalty", p.GetRepetitionPenalty())
 	}
-	return append(b, '}')
 }
 
 // appendFloat32 appends v as the shortest decimal that reads back as the
@@ -231,4 +222,10 @@ func multimodalEntries(f *coordinatorv1.MultimodalFeatures) []steps.MultimodalEn
 		entries[i] = e
 	}
 	return entries
+}
+
+// forwardedHeaders is the call metadata every leg carries as headers.
+func forwardedHeaders(ctx context.Context) headers.Forwarded {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return headers.FromMetadata(md)
 }

@@ -1,4 +1,4 @@
-package service
+package logging
 
 import (
 	"bytes"
@@ -12,22 +12,26 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 )
 
-// callLines runs one call of each outcome through callLog at level and
+// callLines runs one call of each outcome through CallLog at level and
 // returns the lines it wrote, decoded.
 func callLines(t *testing.T, level slog.Level, err error, stream bool) []map[string]any {
 	t.Helper()
 	var buf bytes.Buffer
-	l := callLog{log: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: level}))}
+	l := CallLog{log: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: level}))}
 	if stream {
 		info := &grpc.StreamServerInfo{FullMethod: "/coordinator.v1.CoordinatorService/GenerateStream", IsServerStream: true}
-		got := l.stream(nil, ctxStream{ctx: context.Background()}, info, func(any, grpc.ServerStream) error { return err })
+		got := l.Stream(nil, ctxStream{ctx: context.Background()}, info, func(any, grpc.ServerStream) error { return err })
 		assert.Equal(t, err, got, "the handler's error comes back as it was")
 	} else {
 		info := &grpc.UnaryServerInfo{FullMethod: "/coordinator.v1.CoordinatorService/Generate"}
-		_, got := l.unary(context.Background(), nil, info, func(context.Context, any) (any, error) { return nil, err })
+		_, got := l.Unary(context.Background(), nil, info, func(context.Context, any) (any, error) { return nil, err })
 		assert.Equal(t, err, got)
 	}
 	var lines []map[string]any
@@ -73,10 +77,10 @@ func TestCallLogWritesOnlyWhatTheLevelTakes(t *testing.T) {
 
 // Not parallel: AllocsPerRun counts the whole process's allocations.
 func TestCallLogCostsNothingUnlogged(t *testing.T) {
-	l := callLog{log: slog.New(slog.NewJSONHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	l := CallLog{log: slog.New(slog.NewJSONHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	info := &grpc.UnaryServerInfo{FullMethod: "/coordinator.v1.CoordinatorService/Generate"}
 	ok := func(context.Context, any) (any, error) { return nil, nil }
-	allocs := testing.AllocsPerRun(100, func() { _, _ = l.unary(context.Background(), nil, info, ok) })
+	allocs := testing.AllocsPerRun(100, func() { _, _ = l.Unary(context.Background(), nil, info, ok) })
 	assert.Zero(t, allocs, "a call nobody logs builds no fields")
 }
 
@@ -87,3 +91,46 @@ type ctxStream struct {
 }
 
 func (s ctxStream) Context() context.Context { return s.ctx }
+
+// msgStream is a stream whose one message is msg.
+type msgStream struct {
+	ctxStream
+	msg *coordinatorv1.GenerateStreamRequest
+}
+
+func (s msgStream) RecvMsg(m any) error {
+	proto.Merge(m.(*coordinatorv1.GenerateStreamRequest), s.msg)
+	return nil
+}
+
+func TestCallLogNamesTheRequestID(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	l := NewCallLog(slog.New(slog.NewJSONHandler(&buf, nil)))
+	bad := status.Error(codes.InvalidArgument, "bad")
+	unary := &grpc.UnaryServerInfo{FullMethod: "/coordinator.v1.CoordinatorService/Generate"}
+	stream := &grpc.StreamServerInfo{FullMethod: "/coordinator.v1.CoordinatorService/GenerateStream", IsServerStream: true}
+	failUnary := func(context.Context, any) (any, error) { return nil, bad }
+	failStream := func(_ any, ss grpc.ServerStream) error {
+		var m coordinatorv1.GenerateStreamRequest
+		require.NoError(t, ss.RecvMsg(&m))
+		return bad
+	}
+	withHeader := func(id string) context.Context {
+		return metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-request-id", id))
+	}
+
+	_, _ = l.Unary(context.Background(), &coordinatorv1.GenerateRequest{RequestId: "from-message"}, unary, failUnary)
+	_, _ = l.Unary(withHeader("from-header"), &coordinatorv1.GenerateRequest{}, unary, failUnary)
+	_ = l.Stream(nil, msgStream{ctxStream{ctx: context.Background()}, &coordinatorv1.GenerateStreamRequest{RequestId: "stream-message"}}, stream, failStream)
+	_ = l.Stream(nil, msgStream{ctxStream{ctx: withHeader("stream-header")}, &coordinatorv1.GenerateStreamRequest{}}, stream, failStream)
+	_, _ = l.Unary(withHeader("not valid!"), nil, unary, failUnary)
+
+	var ids []any
+	for line := range strings.Lines(buf.String()) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m))
+		ids = append(ids, m["request_id"])
+	}
+	assert.Equal(t, []any{"from-message", "from-header", "stream-message", "stream-header", nil}, ids)
+}

@@ -1,4 +1,4 @@
-package service
+package admission
 
 import (
 	"sync/atomic"

@@ -1,4 +1,4 @@
-package service
+package tokens
 
 import (
 	"errors"
@@ -369,7 +369,7 @@ func BenchmarkStreamEvent(b *testing.B) {
 		b.Run(name+"/encoding-json", func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
-			s := &tokensStreamSink{}
+			s := &StreamSink{}
 			for b.Loop() {
 				s.chunk.Choices, s.used = s.chunk.Choices[:0], 0
 				if err := mergeStreamEvent(&s.chunk, data, s.takeChoice); err != nil {

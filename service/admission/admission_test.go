@@ -1,4 +1,4 @@
-package service
+package admission
 
 import (
 	"context"
@@ -19,14 +19,14 @@ import (
 	"github.com/coordinator-project/coordinator/service/metrics"
 )
 
-func newTestAdmission(requests, streams int, shutdown time.Duration) (*Admission, *metrics.Metrics) {
+func newTestAdmission(requests, streams int, shutdown time.Duration) (*Controller, *metrics.Metrics) {
 	cfg := config.Default()
 	cfg.Server.MaxConcurrentRequests = requests
 	cfg.Server.MaxConcurrentStreams = streams
 	cfg.Server.RetryAfter = 1500 * time.Millisecond
 	cfg.Server.ShutdownTimeout = shutdown
 	m := metrics.New()
-	return NewAdmission(cfg, m, slog.New(slog.DiscardHandler)), m
+	return New(cfg, m, slog.New(slog.DiscardHandler)), m
 }
 
 // requireRefused checks a refusal's code, its RetryInfo and the metric.

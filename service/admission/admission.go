@@ -1,4 +1,4 @@
-package service
+package admission
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
 )
 
@@ -38,7 +39,7 @@ const StopGrace = 3 * time.Second
 // with a retry policy waits this many milliseconds before it retries.
 const headerRetryPushback = "grpc-retry-pushback-ms"
 
-// Admission bounds the inference calls in flight (Generate and
+// Controller bounds the inference calls in flight (Generate and
 // GenerateStream, over the network and from the REST front alike) and
 // drains them at shutdown. Past server.max_concurrent_requests, or
 // server.max_concurrent_streams for streams, a call is refused with
@@ -46,7 +47,7 @@ const headerRetryPushback = "grpc-retry-pushback-ms"
 // (REST 503); both carry a google.rpc.RetryInfo of server.retry_after
 // (REST Retry-After). Admitting costs two atomic additions. Safe for
 // concurrent use.
-type Admission struct {
+type Controller struct {
 	maxRequests, maxStreams int64
 	requests, streams       atomic.Int64
 	drainTimeout            time.Duration
@@ -70,11 +71,11 @@ type Admission struct {
 	metrics                                       *metrics.Metrics
 }
 
-// NewAdmission builds the admission of cfg's limits (0: no limit),
+// New builds the admission control of cfg's limits (0: no limit),
 // retry_after and shutdown_timeout, counting refusals in m.
-func NewAdmission(cfg config.Config, m *metrics.Metrics, log *slog.Logger) *Admission {
+func New(cfg config.Config, m *metrics.Metrics, log *slog.Logger) *Controller {
 	s := cfg.Server
-	a := &Admission{
+	a := &Controller{
 		maxRequests:          int64(s.MaxConcurrentRequests),
 		maxStreams:           int64(s.MaxConcurrentStreams),
 		drainTimeout:         s.ShutdownTimeout,
@@ -112,7 +113,7 @@ func withRetryInfo(code codes.Code, msg string, retry *errdetails.RetryInfo) *st
 // release must be called exactly once, when the call ends. A call admitted
 // this way is waited for by the drain but not cancelled at its end:
 // AdmitContext is for calls that can be.
-func (a *Admission) Admit(stream bool) (release func(), err error) {
+func (a *Controller) Admit(stream bool) (release func(), err error) {
 	if err := a.take(stream); err != nil {
 		return nil, err
 	}
@@ -125,7 +126,7 @@ func (a *Admission) Admit(stream bool) (release func(), err error) {
 // AdmitContext is Admit for a call that runs under ctx: the returned
 // context also ends, with cause ErrShuttingDown, when the drain times out.
 // release must be called exactly once, when the call ends.
-func (a *Admission) AdmitContext(ctx context.Context, stream bool) (context.Context, func(), error) {
+func (a *Controller) AdmitContext(ctx context.Context, stream bool) (context.Context, func(), error) {
 	if err := a.take(stream); err != nil {
 		return ctx, nil, err
 	}
@@ -140,7 +141,7 @@ func (a *Admission) AdmitContext(ctx context.Context, stream bool) (context.Cont
 
 // take counts the call in, then checks: a drain that began before the
 // count is seen here, and the drain sees the count otherwise.
-func (a *Admission) take(stream bool) error {
+func (a *Controller) take(stream bool) error {
 	n := a.requests.Add(1)
 	switch {
 	case a.draining.Load():
@@ -164,7 +165,7 @@ func (a *Admission) take(stream bool) error {
 	return nil
 }
 
-func (a *Admission) release(stream bool) {
+func (a *Controller) release(stream bool) {
 	if stream {
 		a.streams.Add(-1)
 	}
@@ -173,7 +174,7 @@ func (a *Admission) release(stream bool) {
 	}
 }
 
-func (a *Admission) signalIdle() {
+func (a *Controller) signalIdle() {
 	if a.requests.Load() == 0 {
 		a.idleOnce.Do(func() { close(a.idle) })
 	}
@@ -181,7 +182,7 @@ func (a *Admission) signalIdle() {
 
 // InFlight reports the calls admitted and not yet released, and the
 // streams among them.
-func (a *Admission) InFlight() (requests, streams int) {
+func (a *Controller) InFlight() (requests, streams int) {
 	return int(a.requests.Load()), int(a.streams.Load())
 }
 
@@ -190,7 +191,7 @@ func (a *Admission) InFlight() (requests, streams int) {
 // contexts end with ErrShuttingDown) and waits up to StopGrace for them to
 // end. Each wait also ends with ctx. It returns an error if calls were
 // still in flight at the end. Call it once.
-func (a *Admission) Drain(ctx context.Context) error {
+func (a *Controller) Drain(ctx context.Context) error {
 	a.draining.Store(true)
 	a.signalIdle()
 	if n, _ := a.InFlight(); n > 0 {
@@ -218,7 +219,7 @@ func (a *Admission) Drain(ctx context.Context) error {
 	return fmt.Errorf("drain: %d calls still in flight after their cancellation", n)
 }
 
-// admits reports the methods Admission bounds: inference, not the queued
+// admits reports the methods the Controller bounds: inference, not the queued
 // requests' lookups, health or reflection.
 func admits(method string) (ok, stream bool) {
 	switch method {
@@ -232,7 +233,7 @@ func admits(method string) (ok, stream bool) {
 
 // Unary is the unary interceptor: it admits Generate calls and gives a
 // call the drain cut short its UNAVAILABLE status.
-func (a *Admission) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+func (a *Controller) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	ok, stream := admits(info.FullMethod)
 	if !ok {
 		return handler(ctx, req)
@@ -248,7 +249,7 @@ func (a *Admission) Unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 }
 
 // Stream is the stream interceptor: Unary for GenerateStream.
-func (a *Admission) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+func (a *Controller) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	ok, stream := admits(info.FullMethod)
 	if !ok {
 		return handler(srv, ss)
@@ -264,12 +265,12 @@ func (a *Admission) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 
 // cutShort turns the failure of a call the drain cancelled into its
 // UNAVAILABLE status, and counts it (coordinator_shutdown_cut_total).
-func (a *Admission) cutShort(ctx context.Context, err error, stream bool) error {
+func (a *Controller) cutShort(ctx context.Context, err error, stream bool) error {
 	if err == nil || !CutByShutdown(ctx) {
 		return err
 	}
 	api := metrics.APIGRPC
-	if CalledInProcess(ctx) {
+	if inproc.Called(ctx) {
 		api = metrics.APIREST
 	}
 	a.metrics.ShutdownCut(api, stream)

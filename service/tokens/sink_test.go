@@ -1,4 +1,4 @@
-package service
+package tokens
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func events(data ...string) [][]byte {
 func TestTokensStreamSink(t *testing.T) {
 	t.Parallel()
 	f := &fakeStream{}
-	s := newTokensStreamSink(f)
+	s := NewStreamSink(f)
 	// What a worker streams for n=2, two tokens each, with usage: the
 	// events of one token round arrive together.
 	require.NoError(t, s.Events(events(
@@ -76,7 +76,7 @@ func TestTokensStreamSink(t *testing.T) {
 func TestTokensStreamSinkMergesOneChoice(t *testing.T) {
 	t.Parallel()
 	f := &fakeStream{}
-	s := newTokensStreamSink(f)
+	s := NewStreamSink(f)
 	require.NoError(t, s.Events(events(
 		`{"choices":[{"index":0,"logprobs":{"content":[{"token":"token_id:5","logprob":-0.5,"top_logprobs":[{"token":"token_id:5","logprob":-0.5}]}]},"token_ids":[5]}]}`,
 		`{"choices":[{"index":0,"logprobs":{"content":[{"token":"token_id:6","logprob":-1.5,"top_logprobs":[]}]},"finish_reason":"length","token_ids":[6]}]}`,
@@ -101,7 +101,7 @@ func TestTokensStreamSinkFailures(t *testing.T) {
 	t.Run("unreadable event", func(t *testing.T) {
 		t.Parallel()
 		f := &fakeStream{}
-		err := newTokensStreamSink(f).Events(events(`{"choices":[{"token_ids":["x"]}]}`), nil)
+		err := NewStreamSink(f).Events(events(`{"choices":[{"token_ids":["x"]}]}`), nil)
 		require.Error(t, err)
 		assert.Empty(t, f.sent, "nothing of a bad batch goes out")
 		_, isUpstream := errors.AsType[*upstream.StatusError](err)
@@ -110,7 +110,7 @@ func TestTokensStreamSinkFailures(t *testing.T) {
 	t.Run("worker error event", func(t *testing.T) {
 		t.Parallel()
 		f := &fakeStream{}
-		err := newTokensStreamSink(f).Events(events(`{"error":{"message":"engine dead","code":500}}`), nil)
+		err := NewStreamSink(f).Events(events(`{"error":{"message":"engine dead","code":500}}`), nil)
 		se, ok := errors.AsType[*upstream.StatusError](err)
 		require.True(t, ok)
 		assert.Equal(t, 500, se.StatusCode)
@@ -118,7 +118,7 @@ func TestTokensStreamSinkFailures(t *testing.T) {
 	t.Run("client gone", func(t *testing.T) {
 		t.Parallel()
 		f := &fakeStream{err: context.Canceled}
-		err := newTokensStreamSink(f).Events(events(`{"choices":[{"index":0,"token_ids":[1]}]}`), nil)
+		err := NewStreamSink(f).Events(events(`{"choices":[{"index":0,"token_ids":[1]}]}`), nil)
 		assert.ErrorIs(t, err, context.Canceled)
 	})
 }
@@ -126,7 +126,7 @@ func TestTokensStreamSinkFailures(t *testing.T) {
 func TestTokensStreamSinkWholeAnswer(t *testing.T) {
 	t.Parallel()
 	f := &fakeStream{}
-	s := newTokensStreamSink(f)
+	s := NewStreamSink(f)
 	require.NoError(t, s.Response(200, "application/json",
 		[]byte(`{"choices":[{"index":0,"token_ids":[1,2],"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`)))
 	require.Len(t, f.sent, 1)
@@ -139,7 +139,7 @@ func TestTokensStreamSinkWholeAnswer(t *testing.T) {
 
 func TestTokensUnarySink(t *testing.T) {
 	t.Parallel()
-	s := newTokensUnarySink(&coordinatorv1.TokensRequest{TokenIds: []uint32{1, 2}})
+	s := NewUnarySink(&coordinatorv1.TokensRequest{TokenIds: []uint32{1, 2}})
 	assert.ErrorIs(t, s.Events(events(`{}`), nil), errStreamedAnswer)
 	require.NoError(t, s.Response(200, "application/json",
 		[]byte(`{"choices":[{"index":0,"token_ids":[3],"finish_reason":"stop"}],"prompt_logprobs":[null,{"2":{"logprob":-1}}]}`)))

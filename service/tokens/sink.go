@@ -1,4 +1,4 @@
-package service
+package tokens
 
 import (
 	"errors"
@@ -14,19 +14,19 @@ import (
 // tokens request.
 var errStreamedAnswer = errors.New("decode worker streamed an answer to a non-streaming request")
 
-// tokensUnarySink turns the decode worker's whole answer to a Generate
+// UnarySink turns the decode worker's whole answer to a Generate
 // tokens request into a TokensResponse.
-type tokensUnarySink struct {
+type UnarySink struct {
 	prompt []uint32 // the request's token IDs, for prompt_logprobs
 	resp   *coordinatorv1.TokensResponse
 }
 
-func newTokensUnarySink(in *coordinatorv1.TokensRequest) *tokensUnarySink {
-	return &tokensUnarySink{prompt: in.GetTokenIds()}
+func NewUnarySink(in *coordinatorv1.TokensRequest) *UnarySink {
+	return &UnarySink{prompt: in.GetTokenIds()}
 }
 
 // Response implements steps.Sink.
-func (s *tokensUnarySink) Response(_ int, _ string, body []byte) error {
+func (s *UnarySink) Response(_ int, _ string, body []byte) error {
 	resp, err := parseTokensResponse(body, s.prompt)
 	if err != nil {
 		return err
@@ -35,20 +35,23 @@ func (s *tokensUnarySink) Response(_ int, _ string, body []byte) error {
 	return nil
 }
 
-// Header implements steps.Sink: run's answerSink sets the header
+// Header implements steps.Sink: the service's answerSink sets the header
 // metadata.
-func (*tokensUnarySink) Header(http.Header) {}
+func (*UnarySink) Header(http.Header) {}
+
+// Answer is the answer the sink took, nil before.
+func (s *UnarySink) Answer() *coordinatorv1.TokensResponse { return s.resp }
 
 // Events implements steps.Sink: the request asked for no stream.
-func (s *tokensUnarySink) Events([][]byte, []string) error { return errStreamedAnswer }
+func (s *UnarySink) Events([][]byte, []string) error { return errStreamedAnswer }
 
-// tokensStreamSink sends the decode worker's stream to a GenerateStream
+// StreamSink sends the decode worker's stream to a GenerateStream
 // tokens request: each batch of events that arrived together becomes one
 // TokensChunk, the new tokens of each choice merged by index. The worker's
 // last events carry the finish reasons, then the usage; "[DONE]" sends
 // nothing. The message and its choices are reused: SendMsg is done with
 // them when it returns.
-type tokensStreamSink struct {
+type StreamSink struct {
 	stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]
 	chunk  coordinatorv1.TokensChunk
 	msg    coordinatorv1.GenerateStreamResponse
@@ -59,15 +62,15 @@ type tokensStreamSink struct {
 	newChoice func() *coordinatorv1.TokensChoice
 }
 
-func newTokensStreamSink(stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) *tokensStreamSink {
-	s := &tokensStreamSink{stream: stream}
+func NewStreamSink(stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) *StreamSink {
+	s := &StreamSink{stream: stream}
 	s.msg.Chunk = &coordinatorv1.GenerateStreamResponse_Tokens{Tokens: &s.chunk}
 	s.newChoice = s.takeChoice
 	return s
 }
 
 // takeChoice hands out an empty choice, reusing one of an earlier message.
-func (s *tokensStreamSink) takeChoice() *coordinatorv1.TokensChoice {
+func (s *StreamSink) takeChoice() *coordinatorv1.TokensChoice {
 	if s.used == len(s.choices) {
 		s.choices = append(s.choices, &coordinatorv1.TokensChoice{})
 	}
@@ -78,12 +81,12 @@ func (s *tokensStreamSink) takeChoice() *coordinatorv1.TokensChoice {
 	return c
 }
 
-// Header implements steps.Sink: run's answerSink sets the header
+// Header implements steps.Sink: the service's answerSink sets the header
 // metadata.
-func (*tokensStreamSink) Header(http.Header) {}
+func (*StreamSink) Header(http.Header) {}
 
 // Events implements steps.Sink.
-func (s *tokensStreamSink) Events(data [][]byte, _ []string) error {
+func (s *StreamSink) Events(data [][]byte, _ []string) error {
 	s.chunk.Choices, s.chunk.Usage, s.used = s.chunk.Choices[:0], nil, 0
 	for _, d := range data {
 		if string(d) == "[DONE]" {
@@ -105,7 +108,7 @@ func (s *tokensStreamSink) Events(data [][]byte, _ []string) error {
 
 // Response implements steps.Sink: a worker that answered in one piece is
 // sent on as one chunk with every choice finished and the usage.
-func (s *tokensStreamSink) Response(_ int, _ string, body []byte) error {
+func (s *StreamSink) Response(_ int, _ string, body []byte) error {
 	resp, err := parseTokensResponse(body, nil)
 	if err != nil {
 		return err
@@ -118,6 +121,6 @@ func (s *tokensStreamSink) Response(_ int, _ string, body []byte) error {
 
 // Interface guards.
 var (
-	_ steps.Sink = (*tokensUnarySink)(nil)
-	_ steps.Sink = (*tokensStreamSink)(nil)
+	_ steps.Sink = (*UnarySink)(nil)
+	_ steps.Sink = (*StreamSink)(nil)
 )

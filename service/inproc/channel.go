@@ -1,4 +1,4 @@
-package service
+package inproc
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // handler on a runner, a coroutine the caller drives). Messages are copied
 // as they pass, as over the network, but for the REST front's calls, which
 // hand them over and skip the size check and protovalidate
-// (WithParsedBody, checkedByFront). The REST front reaches
+// (WithParsedBody, CheckedByFront). The REST front reaches
 // CoordinatorService through it. Close it to stop its idle runners. Safe
 // for concurrent use.
 type Channel struct {
@@ -28,7 +28,7 @@ type Channel struct {
 	service string
 	unary   map[string]grpc.MethodDesc
 	streams map[string]grpc.StreamDesc
-	chain   *Interceptors
+	chain   Chain
 	maxRecv int
 
 	mu      sync.Mutex
@@ -44,10 +44,17 @@ type Channel struct {
 // after any burst: the bound, once that many streams ran at once.
 const idleRunnersPerCPU = 8
 
+// Chain is the server's interceptor chain, which every call through a
+// Channel runs as a network call would.
+type Chain struct {
+	Unary  grpc.UnaryServerInterceptor
+	Stream grpc.StreamServerInterceptor
+}
+
 // NewChannel serves desc's methods from impl through chain. Requests
 // larger than maxRecv bytes fail with ResourceExhausted, as the server's
 // own limit would.
-func NewChannel(desc *grpc.ServiceDesc, impl any, chain *Interceptors, maxRecv int) *Channel {
+func NewChannel(desc *grpc.ServiceDesc, impl any, chain Chain, maxRecv int) *Channel {
 	c := &Channel{impl: impl, service: desc.ServiceName, chain: chain, maxRecv: maxRecv,
 		unary: make(map[string]grpc.MethodDesc), streams: make(map[string]grpc.StreamDesc),
 		maxIdle: idleRunnersPerCPU * runtime.GOMAXPROCS(0)}
@@ -67,7 +74,7 @@ func (c *Channel) Invoke(ctx context.Context, method string, args, reply any, op
 		return status.Errorf(codes.Unimplemented, "unknown method %s", method)
 	}
 	pass := proto.Merge
-	if checkedByFront(ctx) {
+	if CheckedByFront(ctx) {
 		pass = handOver
 	} else if err := c.checkSize(args); err != nil {
 		return err
@@ -124,6 +131,15 @@ func serverContext(ctx context.Context) context.Context {
 	md, _ := metadata.FromOutgoingContext(ctx)
 	ctx = context.WithValue(ctx, inProcessKey{}, true)
 	return metadata.NewOutgoingContext(metadata.NewIncomingContext(ctx, md), nil)
+}
+
+type inProcessKey struct{}
+
+// Called reports whether the call came through the in-process Channel
+// (the REST front) rather than the network.
+func Called(ctx context.Context) bool {
+	v, _ := ctx.Value(inProcessKey{}).(bool)
+	return v
 }
 
 // toStatus gives a handler's plain error the code gRPC would give it:

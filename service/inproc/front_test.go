@@ -1,9 +1,7 @@
-package service
+package inproc
 
 import (
 	"context"
-	"log/slog"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,38 +11,6 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/steps"
 )
-
-func TestNewRequestContextTakesTheFrontsDocument(t *testing.T) {
-	t.Parallel()
-	body := []byte(`{"model":"m","stream":true,"messages":[]}`)
-	doc, err := steps.ParseDocument(body, steps.FormatChat)
-	require.NoError(t, err)
-	ctx := WithParsedBody(context.Background(), doc)
-	in := &coordinatorv1.OpenAIRequest{Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: body}
-
-	rc, err := newRequestContext(ctx, "r", in)
-	require.NoError(t, err)
-	assert.Same(t, doc, rc.Doc, "the very bytes the front parsed: its document")
-	assert.Equal(t, "m", rc.Model)
-	assert.True(t, rc.Stream)
-
-	in.Json = slices.Clone(body)
-	rc, err = newRequestContext(ctx, "r", in)
-	require.NoError(t, err)
-	assert.NotSame(t, doc, rc.Doc, "a copy of the bytes is parsed anew")
-	assert.True(t, rc.Doc.Of(in.Json))
-
-	in.Json, in.Endpoint = body, coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS
-	rc, err = newRequestContext(ctx, "r", in)
-	require.NoError(t, err)
-	assert.NotSame(t, doc, rc.Doc, "another format's document is not taken")
-	assert.Equal(t, steps.FormatCompletions, rc.Doc.Format())
-
-	bad := []byte(`{"model":`)
-	rc, err = newRequestContext(WithParsedBody(context.Background(), doc), "r", &coordinatorv1.OpenAIRequest{Json: bad})
-	assert.Nil(t, rc)
-	assert.ErrorContains(t, err, "invalid JSON body", "a body that is not the document's is still checked")
-}
 
 // sameBytesService records whether each call's request arrived as the
 // caller's own bytes and with the caller's document.
@@ -67,7 +33,7 @@ func (s *sameBytesService) GenerateStream(req *coordinatorv1.GenerateStreamReque
 
 func (s *sameBytesService) record(ctx context.Context, in *coordinatorv1.OpenAIRequest) {
 	s.same <- &in.GetJson()[0] == &s.want[0]
-	s.parsed <- parsedBody(ctx, in.GetJson(), steps.FormatChat) != nil
+	s.parsed <- ParsedBody(ctx, in.GetJson(), steps.FormatChat) != nil
 }
 
 func TestChannelHandsParsedRequestsOver(t *testing.T) {
@@ -76,9 +42,7 @@ func TestChannelHandsParsedRequestsOver(t *testing.T) {
 	doc, err := steps.ParseDocument(body, steps.FormatChat)
 	require.NoError(t, err)
 	svc := &sameBytesService{want: body, same: make(chan bool, 1), parsed: make(chan bool, 1)}
-	chain, err := NewInterceptors(slog.New(slog.DiscardHandler), ChainOptions{})
-	require.NoError(t, err)
-	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, chain, 1<<10)
+	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, testChain(t), 1<<10)
 	t.Cleanup(ch.Close)
 	client := coordinatorv1.NewCoordinatorServiceClient(ch)
 	in := &coordinatorv1.OpenAIRequest{Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: body}

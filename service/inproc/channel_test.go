@@ -1,13 +1,15 @@
-package service
+package inproc
 
 import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"testing"
 	"time"
 
+	"buf.build/go/protovalidate"
+	grpcvalidate "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/protovalidate"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -69,11 +71,34 @@ func (e *echoService) GenerateStream(req *coordinatorv1.GenerateStreamRequest, s
 
 func newTestChannel(t *testing.T, svc *echoService, maxRecv int) coordinatorv1.CoordinatorServiceClient {
 	t.Helper()
-	chain, err := NewInterceptors(slog.New(slog.DiscardHandler), ChainOptions{})
-	require.NoError(t, err)
-	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, chain, maxRecv)
+	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, testChain(t), maxRecv)
 	t.Cleanup(ch.Close)
 	return coordinatorv1.NewCoordinatorServiceClient(ch)
+}
+
+// testChain is the part of the server's chain (service.NewInterceptors)
+// the tests look for: panic recovery, then protovalidate.
+func testChain(t *testing.T) Chain {
+	t.Helper()
+	validator, err := protovalidate.New()
+	require.NoError(t, err)
+	recoverOpt := recovery.WithRecoveryHandlerContext(func(context.Context, any) error {
+		return status.Error(codes.Internal, "internal error")
+	})
+	recoverUnary, validateUnary := recovery.UnaryServerInterceptor(recoverOpt), grpcvalidate.UnaryServerInterceptor(validator)
+	recoverStream, validateStream := recovery.StreamServerInterceptor(recoverOpt), grpcvalidate.StreamServerInterceptor(validator)
+	return Chain{
+		Unary: func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			return recoverUnary(ctx, req, info, func(ctx context.Context, req any) (any, error) {
+				return validateUnary(ctx, req, info, handler)
+			})
+		},
+		Stream: func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+			return recoverStream(srv, ss, info, func(srv any, ss grpc.ServerStream) error {
+				return validateStream(srv, ss, info, handler)
+			})
+		},
+	}
 }
 
 func chat(id, body string) *coordinatorv1.GenerateRequest {
@@ -210,9 +235,7 @@ func TestChannelStreamHeaderRunsTheHandler(t *testing.T) {
 // from the stream before (its stack grown), and Close stops the idle ones.
 func TestChannelReusesRunners(t *testing.T) {
 	t.Parallel()
-	chain, err := NewInterceptors(slog.New(slog.DiscardHandler), ChainOptions{})
-	require.NoError(t, err)
-	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, &echoService{events: 2}, chain, 1<<10)
+	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, &echoService{events: 2}, testChain(t), 1<<10)
 	client := coordinatorv1.NewCoordinatorServiceClient(ch)
 	var first *runner
 	for i := range 3 {
@@ -239,12 +262,11 @@ func TestChannelReusesRunners(t *testing.T) {
 // the Channel's bound leave only the bound's runners idle once they end.
 func TestChannelKeepsAtMostItsBound(t *testing.T) {
 	t.Parallel()
-	chain, err := NewInterceptors(slog.New(slog.DiscardHandler), ChainOptions{})
-	require.NoError(t, err)
-	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, &echoService{events: 2}, chain, 1<<10)
+	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, &echoService{events: 2}, testChain(t), 1<<10)
 	t.Cleanup(ch.Close)
 	ch.maxIdle = 2
 	client := coordinatorv1.NewCoordinatorServiceClient(ch)
+	var err error
 	var streams []grpc.ServerStreamingClient[coordinatorv1.GenerateStreamResponse]
 	for range 5 { // each holds its runner, suspended in its second send
 		stream, err := client.GenerateStream(context.Background(), &coordinatorv1.GenerateStreamRequest{

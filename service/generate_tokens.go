@@ -1,0 +1,43 @@
+package service
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/service/tokens"
+)
+
+import ()
+
+// generateTokens serves a tokens input of Generate: the request becomes a
+// vLLM /inference/v1/generate body and runs through the pipeline like a REST
+// request to that path; the decode worker's answer becomes a TokensResponse.
+func (c *Coordinator) generateTokens(ctx context.Context, id string, in *coordinatorv1.TokensRequest) (*coordinatorv1.GenerateResponse, error) {
+	rc := tokens.NewRequestContext(ctx, id, in, false)
+	sink := tokens.NewUnarySink(in)
+	rc.Sink = sink
+	if err := c.run(ctx, rc, "Generate"); err != nil {
+		return nil, err
+	}
+	answer := sink.Answer()
+	if answer == nil {
+		return nil, status.Errorf(codes.Internal, "the pipeline gave no answer (request_id: %s)", id)
+	}
+	return &coordinatorv1.GenerateResponse{
+		RequestId: id,
+		Output:    &coordinatorv1.GenerateResponse_Tokens{Tokens: answer},
+	}, nil
+}
+
+// generateTokensStream serves a tokens input of GenerateStream: as
+// generateTokens, with the worker's stream sent on as TokensChunk messages.
+func (c *Coordinator) generateTokensStream(id string, in *coordinatorv1.TokensRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
+	ctx := stream.Context()
+	rc := tokens.NewRequestContext(ctx, id, in, true)
+	rc.Sink = tokens.NewStreamSink(stream)
+	return c.run(ctx, rc, "GenerateStream")
+}

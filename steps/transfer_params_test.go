@@ -1,0 +1,102 @@
+package steps_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordinator-project/coordinator/steps"
+)
+
+func TestDropTransferParams(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		format  steps.Format
+		body    string
+		want    string // the body after the drop, byte for byte
+		dropped []string
+	}{
+		{
+			name:   "chat without params is untouched",
+			format: steps.FormatChat,
+			body:   `{"model":"m", "messages":[{"role":"user","content":"hi"}],"vllm_xargs":{"a":1}}`,
+			want:   `{"model":"m", "messages":[{"role":"user","content":"hi"}],"vllm_xargs":{"a":1}}`,
+		},
+		{
+			name:    "chat top-level kv and ec",
+			format:  steps.FormatChat,
+			body:    `{"model":"m","kv_transfer_params":{"remote_host":"10.0.0.1","remote_block_ids":[1]},"messages":[],"ec_transfer_params":{"x":1}}`,
+			want:    `{"model":"m","messages":[]}`,
+			dropped: []string{"kv_transfer_params", "ec_transfer_params"},
+		},
+		{
+			name:    "an escaped key is the same key to a worker",
+			format:  steps.FormatCompletions,
+			body:    `{"prompt":"p","kv\u005ftransfer_params":{"do_remote_decode":true}}`,
+			want:    `{"prompt":"p"}`,
+			dropped: []string{"kv_transfer_params"},
+		},
+		{
+			name:    "vllm_xargs, which vLLM copies into extra_args",
+			format:  steps.FormatChat,
+			body:    `{"messages":[],"vllm_xargs":{"keep":"me","kv_transfer_params":{"remote_host":"h"},"ec_transfer_params":{}}}`,
+			want:    `{"messages":[],"vllm_xargs":{"keep":"me"}}`,
+			dropped: []string{"vllm_xargs.kv_transfer_params", "vllm_xargs.ec_transfer_params"},
+		},
+		{
+			name:    "generate: top level and sampling_params.extra_args (indexed)",
+			format:  steps.FormatGenerate,
+			body:    `{"token_ids":[1,2],"sampling_params":{"max_tokens":4,"extra_args":{"kv_transfer_params":{"remote_port":1},"k":2}},"kv_transfer_params":{}}`,
+			want:    `{"token_ids":[1,2],"sampling_params":{"max_tokens":4,"extra_args":{"k":2}}}`,
+			dropped: []string{"kv_transfer_params", "sampling_params.extra_args.kv_transfer_params"},
+		},
+		{
+			name:    "chat: sampling_params.extra_args (not indexed)",
+			format:  steps.FormatChat,
+			body:    `{"messages":[],"sampling_params":{"extra_args":{"ec_transfer_params":{"h":1}}}}`,
+			want:    `{"messages":[],"sampling_params":{"extra_args":{}}}`,
+			dropped: []string{"sampling_params.extra_args.ec_transfer_params"},
+		},
+		{
+			name:   "a parent that is not an object is left alone",
+			format: steps.FormatChat,
+			body:   `{"messages":[],"vllm_xargs":"kv_transfer_params","sampling_params":null}`,
+			want:   `{"messages":[],"vllm_xargs":"kv_transfer_params","sampling_params":null}`,
+		},
+		{
+			name:   "a transfer key deeper down is the client's own",
+			format: steps.FormatChat,
+			body:   `{"messages":[{"role":"user","content":"x"}],"metadata":{"kv_transfer_params":1}}`,
+			want:   `{"messages":[{"role":"user","content":"x"}],"metadata":{"kv_transfer_params":1}}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			body := []byte(tt.body)
+			doc, err := steps.ParseDocument(body, tt.format)
+			require.NoError(t, err)
+			assert.Equal(t, tt.dropped, doc.DropTransferParams())
+			assert.Equal(t, tt.want, string(doc.Bytes()))
+			if tt.dropped == nil {
+				assert.False(t, doc.Root().Edited(), "a body without client params is written as it came")
+			}
+			assert.Nil(t, doc.DropTransferParams(), "a second drop finds nothing")
+		})
+	}
+}
+
+// A request without client transfer params pays no allocation for the
+// check: it runs on every request.
+func TestDropTransferParamsWithoutParamsAllocatesNothing(t *testing.T) {
+	doc, err := steps.ParseDocument([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"max_tokens":8}`), steps.FormatChat)
+	require.NoError(t, err)
+	allocs := testing.AllocsPerRun(100, func() {
+		if doc.DropTransferParams() != nil {
+			t.Fatal("dropped")
+		}
+	})
+	assert.Zero(t, allocs)
+}
