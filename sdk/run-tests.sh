@@ -6,6 +6,8 @@
 #   sdk/typescript test/sdk.test  (TypeScript SDK, node:test)
 #   examples/rl_rollout.py        (GRPO-style rollout through the Python SDK)
 #   examples/openai_chat.mjs      (OpenAI Node SDK, streamed, over REST)
+#   examples/openai_responses.mjs (OpenAI Node SDK, responses.create, streamed and not)
+#   examples/anthropic_messages.mjs (Anthropic SDK, messages.create and .stream)
 # and stops both servers. `make sdk-test` runs it; .ci/run runs it after
 # `make test`. Needs Go, curl, Node 20 + npm, and Debian's python3-grpcio and
 # python3-protobuf (PYTHON, default /usr/bin/python3, must import both).
@@ -113,7 +115,7 @@ step "GET /openapi.json"
 curl -fsS "$COORDINATOR_REST_URL/openapi.json" | "$PYTHON" -c '
 import json, sys
 doc = json.load(sys.stdin)
-want = {"/v1/chat/completions", "/v1/completions", "/inference/v1/generate", "/v1/requests/{id}", "/healthz", "/readyz", "/metrics"}
+want = {"/v1/chat/completions", "/v1/completions", "/inference/v1/generate", "/v1/responses", "/v1/messages", "/v1/requests/{id}", "/healthz", "/readyz", "/metrics"}
 missing = want - set(doc["paths"])
 if missing:
     sys.exit(f"openapi.json lacks {sorted(missing)}")
@@ -130,5 +132,11 @@ step "examples/rl_rollout.py"
 
 step "examples/openai_chat.mjs"
 node examples/openai_chat.mjs --base-url "$COORDINATOR_REST_URL/v1"
+
+step "examples/openai_responses.mjs"
+node examples/openai_responses.mjs --base-url "$COORDINATOR_REST_URL/v1"
+
+step "examples/anthropic_messages.mjs"
+node examples/anthropic_messages.mjs --base-url "$COORDINATOR_REST_URL"
 
 step "sdk/run-tests.sh passed"

@@ -258,6 +258,9 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 	if key, dup := obj.DuplicateKey(); dup {
 		return nil, status.Errorf(codes.InvalidArgument, "invalid JSON body: duplicate key %q (request_id: %s)", key, id)
 	}
+	if err := doc.Check(); err != nil { // a Responses or Messages body's shape
+		return nil, status.Errorf(codes.InvalidArgument, "%v (request_id: %s)", err, id)
+	}
 	rc := &steps.RequestContext{
 		RequestID: id,
 		Format:    format,
@@ -285,6 +288,10 @@ func FormatOf(e coordinatorv1.Endpoint) steps.Format {
 		return steps.FormatChat
 	case coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS:
 		return steps.FormatCompletions
+	case coordinatorv1.Endpoint_ENDPOINT_RESPONSES:
+		return steps.FormatResponses
+	case coordinatorv1.Endpoint_ENDPOINT_MESSAGES:
+		return steps.FormatMessages
 	default:
 		return steps.FormatGenerate
 	}

@@ -76,7 +76,7 @@ func (s *answerSink) Response(status int, contentType string, body []byte) error
 	return s.Sink.Response(status, contentType, body)
 }
 
-func (s *answerSink) Events(data [][]byte) error {
+func (s *answerSink) Events(data [][]byte, names []string) error {
 	s.first()
 	now := time.Now()
 	tokens := 0
@@ -96,7 +96,7 @@ func (s *answerSink) Events(data [][]byte) error {
 	if tokens > 0 {
 		s.last = now
 	}
-	return s.Sink.Events(data)
+	return s.Sink.Events(data, names)
 }
 
 // timingsValue logs the steps that ran with their durations.

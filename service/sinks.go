@@ -51,7 +51,7 @@ func (s *unarySink) Response(status int, contentType string, body []byte) error 
 // metadata.
 func (*unarySink) Header(http.Header) {}
 
-func (s *unarySink) Events([][]byte) error {
+func (s *unarySink) Events([][]byte, []string) error {
 	s.streamed = true
 	return nil
 }
@@ -74,14 +74,14 @@ func newStreamSink(stream grpc.ServerStreamingServer[coordinatorv1.GenerateStrea
 // metadata.
 func (*streamSink) Header(http.Header) {}
 
-func (s *streamSink) Events(data [][]byte) error {
-	s.events.Data = data
+func (s *streamSink) Events(data [][]byte, names []string) error {
+	s.events.Data, s.events.Event = data, names
 	err := s.stream.Send(&s.msg)
-	s.events.Data = nil
+	s.events.Data, s.events.Event = nil, nil
 	return err
 }
 
 // Response sends a whole answer (a worker that did not stream) as one event.
 func (s *streamSink) Response(_ int, _ string, body []byte) error {
-	return s.Events([][]byte{body})
+	return s.Events([][]byte{body}, nil)
 }

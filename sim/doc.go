@@ -18,6 +18,16 @@
 // max_tokens gets [Options.OutputTokens] tokens and finish_reason "stop";
 // with it, exactly max_tokens and "length".
 //
+// The OpenAI Responses (/v1/responses) and Anthropic Messages
+// (/v1/messages) endpoints answer the same text in their own shapes (one
+// choice): a response object or a message, usage as input/output tokens
+// with input_tokens_details.cached_tokens or cache_read_input_tokens, and
+// streams of typed events ("event: response.output_text.delta",
+// "event: content_block_delta", ...) without "[DONE]". As in vLLM, a
+// Messages leg takes kv_transfer_params (prefill and decode work as for
+// chat) and a Responses leg takes none; /v1/messages errors are Anthropic
+// error objects.
+//
 // # Prefill/decode disaggregation
 //
 // The workers behave as vLLM's do around P/D:

@@ -98,3 +98,39 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	w.WriteHeader(e.status)
 	_, _ = w.Write(body)
 }
+
+type anthropicErrorBody struct {
+	Type  string         `json:"type"`
+	Error anthropicError `json:"error"`
+}
+
+type anthropicError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+// writeLegError answers e in the shape of the worker endpoint of format f:
+// Anthropic's {"type":"error","error":{"type","message"}} on /v1/messages
+// (vLLM's AnthropicErrorResponse), vLLM's OpenAI shape elsewhere.
+func writeLegError(w http.ResponseWriter, f format, e *apiError) {
+	if f != formatMessages {
+		writeError(w, e)
+		return
+	}
+	errType := "invalid_request_error"
+	switch {
+	case e.status == http.StatusNotFound:
+		errType = "not_found_error"
+	case e.status >= 500:
+		errType = "api_error"
+	}
+	body, err := json.Marshal(anthropicErrorBody{Type: "error", Error: anthropicError{Type: errType, Message: e.message}})
+	if err != nil { // unreachable: only strings
+		body = []byte(`{"type":"error","error":{"type":"api_error","message":"sim: encode error"}}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(e.status)
+	_, _ = w.Write(body)
+}

@@ -103,6 +103,10 @@ func (s *Sim) responseID(req *workerRequest, headerID string) string {
 		return "chatcmpl-" + base
 	case formatCompletions:
 		return "cmpl-" + base
+	case formatResponses:
+		return "resp_" + base
+	case formatMessages:
+		return "msg_" + base
 	}
 	if req.RequestID != "" {
 		return req.RequestID
@@ -120,6 +124,10 @@ func (g *generation) word(c, i int) sentenceToken {
 
 // write answers as JSON or SSE, honouring the delays and ctx.
 func (g *generation) write(ctx context.Context, w http.ResponseWriter) {
+	if g.stream && (g.format == formatResponses || g.format == formatMessages) {
+		g.writeNamedStream(ctx, w)
+		return
+	}
 	if g.stream {
 		g.writeStream(ctx, w)
 		return
@@ -293,6 +301,10 @@ func (g *generation) response() any {
 				Logprobs: null, FinishReason: g.finish}
 		}
 		return r
+	case formatResponses:
+		return g.responsesBody()
+	case formatMessages:
+		return g.messagesBody()
 	case formatCompletions:
 		r := completionResponse{ID: g.id, Object: "text_completion", Created: g.created, Model: g.model,
 			Choices: make([]completionChoice, g.n), Usage: g.usage(), KVTransferParams: g.kv}

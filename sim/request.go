@@ -17,6 +17,8 @@ const (
 	formatChat format = iota
 	formatCompletions
 	formatGenerate
+	formatResponses // OpenAI Responses (responses.go)
+	formatMessages  // Anthropic Messages (messages.go)
 )
 
 // Worker endpoint paths.
@@ -24,6 +26,8 @@ const (
 	pathChat        = "/v1/chat/completions"
 	pathCompletions = "/v1/completions"
 	pathGenerate    = "/inference/v1/generate"
+	pathResponses   = "/v1/responses"
+	pathMessages    = "/v1/messages"
 	pathModels      = "/v1/models"
 	pathHealth      = "/health"
 )
@@ -37,6 +41,10 @@ func formatOf(path string) (format, bool) {
 		return formatCompletions, true
 	case pathGenerate:
 		return formatGenerate, true
+	case pathResponses:
+		return formatResponses, true
+	case pathMessages:
+		return formatMessages, true
 	}
 	return 0, false
 }
@@ -54,6 +62,8 @@ type workerRequest struct {
 	MinTokens           json.RawMessage `json:"min_tokens"`
 	N                   *int64          `json:"n"`
 	Messages            json.RawMessage `json:"messages"`
+	Input               json.RawMessage `json:"input"`  // responses
+	System              json.RawMessage `json:"system"` // messages
 	Prompt              json.RawMessage `json:"prompt"`
 	Tokens              *tokensField    `json:"tokens"`
 	TokenIDs            []uint32        `json:"token_ids"`
@@ -187,6 +197,19 @@ func parseWorkerRequest(f format, body []byte) (*workerRequest, *apiError) {
 			return nil, badRequest("sampling_params: field required")
 		}
 		req.promptIDs = req.TokenIDs
+	case formatResponses:
+		if isNull(req.Input) {
+			return nil, badParam("input", "input: field required")
+		}
+		req.promptText = req.Input
+	case formatMessages:
+		if isNull(req.Messages) {
+			return nil, badParam("messages", "messages: field required")
+		}
+		if req.MaxTokens == nil {
+			return nil, badParam("max_tokens", "max_tokens: field required")
+		}
+		req.promptText = append(append([]byte(nil), req.System...), req.Messages...)
 	}
 	if n := req.choices(); n < 1 || n > maxChoices {
 		return nil, badParam("n", "n must be between 1 and %d, got %d", maxChoices, n)
@@ -255,6 +278,8 @@ func (req *workerRequest) maxTokens() *int64 {
 			return req.SamplingParams.MaxTokens
 		}
 		return nil
+	case formatResponses:
+		return req.MaxOutputTokens
 	}
 	return req.MaxTokens
 }
@@ -290,10 +315,15 @@ func (req *workerRequest) logprobs() int64 {
 }
 
 // kvParams is kv_transfer_params where the coordinator puts it for this
-// format: top level for chat and completions, sampling_params.extra_args
-// for generate.
+// format: top level for chat, completions and messages,
+// sampling_params.extra_args for generate; none for responses, whose vLLM
+// request has no such field (extra fields are ignored).
 func (req *workerRequest) kvParams() json.RawMessage {
-	if req.format != formatGenerate {
+	switch req.format {
+	case formatResponses:
+		return nil
+	case formatGenerate:
+	default:
 		return req.KVTransferParams
 	}
 	if req.SamplingParams == nil || req.SamplingParams.ExtraArgs == nil {

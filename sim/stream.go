@@ -23,11 +23,7 @@ import (
 // Then a usage event (choices []) when stream_options.include_usage is set,
 // then "data: [DONE]". The stream stops when ctx ends.
 func (g *generation) writeStream(ctx context.Context, w http.ResponseWriter) {
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+	rc := startStream(w)
 	_ = rc.Flush()
 
 	head := g.chunkHead()
@@ -38,29 +34,13 @@ func (g *generation) writeStream(ctx context.Context, w http.ResponseWriter) {
 			buf = g.appendEchoEvent(buf, head, c)
 		}
 	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for i := range g.tokens {
-		wait := g.delay
-		if i == 0 {
-			wait = g.ttft
-		}
-		if !sleepTimer(ctx, timer, wait) {
-			return
-		}
+	if !g.streamTokens(ctx, w, rc, func(b []byte, i int) []byte {
 		for c := range g.n {
-			buf = g.appendTokenEvent(buf[:0], head, c, i)
-			if _, err := w.Write(buf); err != nil {
-				return
-			}
+			b = g.appendTokenEvent(b, head, c, i)
 		}
-		if rc.Flush() != nil {
-			return
-		}
-		if g.cut.cutAnswer(ctx) {
-			return
-		}
+		return b
+	}) {
+		return
 	}
 	buf = buf[:0]
 	if g.format != formatGenerate {
@@ -76,6 +56,43 @@ func (g *generation) writeStream(ctx context.Context, w http.ResponseWriter) {
 		return
 	}
 	_ = rc.Flush()
+}
+
+// startStream answers 200 with the headers of an event stream.
+func startStream(w http.ResponseWriter) *http.ResponseController {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	return http.NewResponseController(w)
+}
+
+// streamTokens writes the events of each token, appended by appendToken,
+// after its delay (TTFT for the first), each token's flushed at once, and
+// cuts the answer after the first as g.cut says. It reports whether the
+// stream goes on (false: ctx ended, a write failed or the answer was cut).
+func (g *generation) streamTokens(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, appendToken func(b []byte, i int) []byte) bool {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	buf := make([]byte, 0, 512)
+	for i := range g.tokens {
+		wait := g.delay
+		if i == 0 {
+			wait = g.ttft
+		}
+		if !sleepTimer(ctx, timer, wait) {
+			return false
+		}
+		buf = appendToken(buf[:0], i)
+		if _, err := w.Write(buf); err != nil || rc.Flush() != nil {
+			return false
+		}
+		if g.cut.cutAnswer(ctx) {
+			return false
+		}
+	}
+	return true
 }
 
 // sleepTimer waits d on t or until ctx ends; it reports whether d elapsed.

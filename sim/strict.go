@@ -18,6 +18,10 @@ import (
 //
 // Gateway legs:
 //   - EPP-Profile, when present, must be encode, prefill or decode
+//   - a /v1/responses leg carries neither kv_transfer_params nor
+//     ec_transfer_params, a /v1/messages leg no ec_transfer_params (vLLM
+//     ignores them there: a coordinator sending them has a P/D that does not
+//     happen)
 //
 // Prefill and encode legs (the single-token cap):
 //   - max_tokens must be 1 (top level for chat and completions,
@@ -68,6 +72,8 @@ const (
 	ruleDecodeKV       = "decode leg after prefill must carry kv_transfer_params with do_remote_prefill true"
 	ruleDecodeEngineID = "decode leg after prefill must carry the prefill's remote_engine_id"
 	ruleUnknownProfile = "unknown EPP-Profile "
+	ruleResponsesKV    = "a /v1/responses leg must not carry kv_transfer_params or ec_transfer_params (vLLM's ResponsesRequest ignores them)"
+	ruleMessagesEC     = "a /v1/messages leg must not carry ec_transfer_params (vLLM's AnthropicMessagesRequest ignores it)"
 )
 
 // checkHeaders applies the rules every leg shares.

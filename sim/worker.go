@@ -94,16 +94,16 @@ func (s *Sim) serveLeg(w http.ResponseWriter, r *http.Request, call legCall) {
 	}
 	req, apiErr := parseWorkerRequest(f, call.body)
 	if apiErr != nil {
-		writeError(w, apiErr)
+		writeLegError(w, f, apiErr)
 		return
 	}
 	model, ok := s.model(req.Model)
 	if !ok {
-		writeError(w, modelNotFound(req.Model))
+		writeLegError(w, f, modelNotFound(req.Model))
 		return
 	}
 	if apiErr := s.checkLeg(call, req); apiErr != nil {
-		writeError(w, apiErr)
+		writeLegError(w, f, apiErr)
 		return
 	}
 	if call.role == roleEncode {
@@ -113,7 +113,7 @@ func (s *Sim) serveLeg(w http.ResponseWriter, r *http.Request, call legCall) {
 	key := s.promptKey(model, req)
 	if call.conditional {
 		if _, hit := s.served.get(key); !hit {
-			writeError(w, &apiError{
+			writeLegError(w, f, &apiError{
 				status:  http.StatusPreconditionFailed,
 				message: "sim: no decode endpoint holds this prompt (Prefer: if-available)",
 			})
@@ -122,7 +122,7 @@ func (s *Sim) serveLeg(w http.ResponseWriter, r *http.Request, call legCall) {
 	}
 	cached, apiErr := s.promptCache(call, req, model)
 	if apiErr != nil {
-		writeError(w, apiErr)
+		writeLegError(w, f, apiErr)
 		return
 	}
 	s.served.put(key, struct{}{})
@@ -158,6 +158,12 @@ func (s *Sim) promptCache(call legCall, req *workerRequest, model string) (int, 
 func (s *Sim) checkLeg(call legCall, req *workerRequest) *apiError {
 	if !call.strict {
 		return nil
+	}
+	switch {
+	case req.format == formatResponses && (!isNull(req.KVTransferParams) || !isNull(req.ECTransferParams)):
+		return strictError(ruleResponsesKV)
+	case req.format == formatMessages && !isNull(req.ECTransferParams):
+		return strictError(ruleMessagesEC)
 	}
 	switch call.role {
 	case roleEncode:

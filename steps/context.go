@@ -19,6 +19,8 @@ const (
 	FormatChat        = legs.FormatChat        // POST /v1/chat/completions
 	FormatCompletions = legs.FormatCompletions // POST /v1/completions
 	FormatGenerate    = legs.FormatGenerate    // POST /inference/v1/generate (tokens-in)
+	FormatResponses   = legs.FormatResponses   // POST /v1/responses (OpenAI Responses)
+	FormatMessages    = legs.FormatMessages    // POST /v1/messages (Anthropic Messages)
 )
 
 // Worker paths.
@@ -26,6 +28,8 @@ const (
 	PathChat        = legs.PathChat
 	PathCompletions = legs.PathCompletions
 	PathGenerate    = legs.PathGenerate
+	PathResponses   = legs.PathResponses
+	PathMessages    = legs.PathMessages
 )
 
 // RequestContext is the state of one request as it moves through the
@@ -120,7 +124,9 @@ type Sink interface {
 	// and body. The body becomes the sink's.
 	Response(status int, contentType string, body []byte) error
 	// Events delivers the data of server-sent events that arrived
-	// together, in order, to be sent on at once. The slices are valid only
-	// during the call: the caller reuses its buffers.
-	Events(data [][]byte) error
+	// together, in order, to be sent on at once, with their types: names
+	// is nil when none has an "event:" field, else parallel to data ("" for
+	// an event without one). The slices are valid only during the call:
+	// the caller reuses its buffers.
+	Events(data [][]byte, names []string) error
 }

@@ -128,6 +128,10 @@ func decodeBody(rc *RequestContext, kvParams []byte, imageUUIDs bool) ([][]byte,
 		if hasHashes {
 			setImageUUIDs(doc, leg, rc.Multimodal)
 		}
+	case FormatMessages:
+		if kvParams != nil {
+			leg.Set(keyKVTransferParams, kvParams)
+		}
 	case FormatCompletions:
 		if kvParams != nil {
 			leg.Set(keyKVTransferParams, kvParams)

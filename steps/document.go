@@ -2,6 +2,7 @@ package steps
 
 import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/steps/apibody"
 	"github.com/coordinator-project/coordinator/steps/features"
 	"github.com/coordinator-project/coordinator/steps/imageparts"
 )
@@ -66,6 +67,10 @@ func indexOf(f Format) *jsonbody.Index {
 		return completionsIndex
 	case FormatGenerate:
 		return generateIndex
+	case FormatResponses:
+		return imageparts.ResponsesIndex
+	case FormatMessages:
+		return imageparts.MessagesIndex
 	}
 	return nil
 }
@@ -80,6 +85,11 @@ func ParseDocument(body []byte, f Format) (*Document, error) {
 	}
 	return &Document{raw: body, root: root, format: f}, nil
 }
+
+// Check checks what the coordinator relies on in a Responses or Messages
+// body, and refuses what a stateless coordinator cannot serve (package
+// apibody); other formats pass. The error is the client's fault.
+func (d *Document) Check() error { return apibody.Check(d.root, d.format) }
 
 // Of reports whether the document was parsed from exactly these bytes (the
 // same memory, not an equal copy).
@@ -110,13 +120,19 @@ func (d *Document) Write(o *jsonbody.Object) [][]byte {
 	return s.Parts()
 }
 
-// imageParts locates the image parts of a chat document, in document
-// order, found on first use; another format has none.
+// imageParts locates the image parts of a chat, Responses or Messages
+// document, in document order, found on first use; another format has
+// none.
 func (d *Document) imageParts() imageparts.Locations {
 	if !d.imagesDone {
 		d.imagesDone = true
-		if d.format == FormatChat {
+		switch d.format {
+		case FormatChat:
 			d.images = imageparts.Find(d.root)
+		case FormatResponses:
+			d.images = imageparts.FindIn(d.root, imageparts.Responses)
+		case FormatMessages:
+			d.images = imageparts.FindIn(d.root, imageparts.Messages)
 		}
 	}
 	return d.images

@@ -73,7 +73,10 @@ func NewEncodePlugin(gateway *upstream.Client, ecs *ec.Set) Plugin {
 // Execute implements Step. On success rc.ECDescriptors has one element per
 // multimodal entry, in entry order; on failure it is left as it was.
 func (e *Encode) Execute(ctx context.Context, rc *RequestContext) error {
-	if len(rc.Multimodal) == 0 || rc.Format == FormatGenerate {
+	// No encode leg for generate (its features come with the request) nor
+	// for an API whose prefill leg cannot take the encoder cache's params:
+	// the prefill worker encodes its images itself.
+	if len(rc.Multimodal) == 0 || rc.Format == FormatGenerate || !rc.Format.TakesECParams() {
 		return nil
 	}
 	format := legs.ResolveFormat(rc.Format, e.useOpenAIFormat)

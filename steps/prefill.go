@@ -94,8 +94,13 @@ func (p *Prefill) Execute(ctx context.Context, rc *RequestContext) error {
 	return nil
 }
 
-// execute runs the prefill leg.
+// execute runs the prefill leg; none for an API whose decode leg cannot
+// take the KV (Responses: legs.Format.TakesKVParams), which is decoded
+// where it is served.
 func (p *Prefill) execute(ctx context.Context, rc *RequestContext) error {
+	if !rc.Format.TakesKVParams() {
+		return nil
+	}
 	ecParams, err := p.ec.PrefillParams(rc.ECDescriptors)
 	if err != nil {
 		return fmt.Errorf("prefill: %w", err)
@@ -177,6 +182,8 @@ func fallbackReason(ctx context.Context, err error) string {
 //   - chat: the client's body, capped to one token, with "tokens" (token
 //     IDs and features without tensors; only when there are token IDs,
 //     decision D3) and top-level kv_transfer_params / ec_transfer_params.
+//   - messages: the client's body, capped to one token, with top-level
+//     kv_transfer_params (and neither tokens nor ec_transfer_params).
 //   - completions: a fresh body with request_id, model, the client's
 //     cache_salt if any, prompt (the token
 //     IDs, else the client's prompt as sent), the transfer params, one
@@ -207,6 +214,13 @@ func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessag
 		if ecParams != nil {
 			leg.Set(keyECTransferParams, ecParams)
 		}
+		return doc.Write(leg), nil
+	case FormatMessages: // no tokens nor ec_transfer_params: vLLM's /v1/messages reads neither
+		leg := doc.Leg()
+		if err := legs.CapSingleToken(leg, f); err != nil {
+			return nil, err
+		}
+		leg.Set(keyKVTransferParams, kvParams)
 		return doc.Write(leg), nil
 	case FormatCompletions:
 		var b jsonbody.Segments

@@ -141,7 +141,7 @@ func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) erro
 	var where []imageAt // where each image is, for errors
 	_ = doc.imageParts().Each(doc.Root(), func(_ int, p imageparts.Part) error {
 		urls = append(urls, p.URL)
-		where = append(where, imageAt{p.Message, p.Content})
+		where = append(where, imageAt{p.Message, p.Content, p.Where})
 		return nil
 	})
 	if len(urls) == 0 {
@@ -184,8 +184,7 @@ func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) erro
 		raw, b64 := dataURIJSON(images[n].MediaType, images[n].Data)
 		images[n].Data = nil
 		entries[k].ContentType, entries[k].Base64Data = images[n].MediaType, b64
-		_, imageURL := doc.imageParts().Edit(doc.Root(), k)
-		imageURL.Set("url", raw)
+		doc.imageParts().Replace(doc.Root(), k, raw, images[n].MediaType, b64)
 	}
 	rc.Multimodal = entries
 	return nil
@@ -254,12 +253,13 @@ func downloadError(k int, where imageAt, err error) error {
 }
 
 // imageAt locates an image part: messages[message].content[content].
-type imageAt struct{ message, content int }
+type imageAt struct {
+	message, content int
+	where            string // imageparts.Part.Where
+}
 
 // String is the suffix errors about the image end with.
-func (a imageAt) String() string {
-	return fmt.Sprintf(" (in messages[%d].content[%d].image_url.url)", a.message, a.content)
-}
+func (a imageAt) String() string { return a.where }
 
 // dataURIJSON is the JSON string "data:<mediaType>;base64,<base64 of
 // data>", the base64 encoded straight into it, and that base64 as a string

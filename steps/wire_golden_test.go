@@ -25,6 +25,18 @@ const spacedChat = `{"model": "llava", "stream": true, "stream_options": {"inclu
 	`{"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0K"}, "uuid": "client"}]}], ` +
 	`"temperature": 1.0E0, "cache_salt": "tenant-a" }`
 
+// spacedMessages is an Anthropic Messages request as json.dumps writes it,
+// with a downloaded image (base64 source) and escapes.
+const spacedMessages = `{"model": "claude-ish", "max_tokens": 64, "stream": true, "system": "be \"brief\"", ` +
+	`"messages": [{"role": "user", "content": [{"type": "text", "text": "caf\u00e9"}, ` +
+	`{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}}]}], ` +
+	`"temperature": 1.0E0, "metadata": {"user_id": "u"} }`
+
+// spacedResponses is an OpenAI Responses request as json.dumps writes it.
+const spacedResponses = `{"model": "m", "input": [{"role": "user", "content": [{"type": "input_text", "text": "caf\u00e9"}, ` +
+	`{"type": "input_image", "image_url": "data:image/png;base64,iVBORw0K"}]}], "max_output_tokens": 64, "stream": true, ` +
+	`"store": false, "temperature": 1.0E0 }`
+
 func TestLegWireGolden(t *testing.T) {
 	t.Parallel()
 	images := func() []steps.MultimodalEntry {
@@ -53,6 +65,18 @@ func TestLegWireGolden(t *testing.T) {
 		{name: "generate-spaced", format: steps.FormatGenerate,
 			body: `{"model": "m", "token_ids": [1, 2], "sampling_params": {"max_tokens": 5, "extra_args": {"keep": 1}}, "stream": false}`,
 			ids:  []uint32{1, 2}, steps: []string{"conditional-decode", "prefill", "decode"}},
+		// Messages: P/D in its own shape; no encode leg (vLLM's /v1/messages
+		// takes no ec_transfer_params): the prefill worker encodes the image.
+		{name: "messages-decode-only", format: steps.FormatMessages, body: spacedMessages, useOpenAI: true, steps: []string{"decode"}},
+		{name: "messages-pd", format: steps.FormatMessages, body: spacedMessages, useOpenAI: true,
+			steps: []string{"conditional-decode", "prefill", "decode"}},
+		{name: "messages-epd-image", format: steps.FormatMessages, body: spacedMessages, images: true,
+			steps: []string{"conditional-decode", "encode", "prefill", "decode"}},
+		// Responses: no prefill nor encode leg (vLLM's ResponsesRequest takes
+		// no kv_transfer_params): the client's bytes go to decode.
+		{name: "responses-decode-only", format: steps.FormatResponses, body: spacedResponses, useOpenAI: true, steps: []string{"decode"}},
+		{name: "responses-epd-image", format: steps.FormatResponses, body: spacedResponses, images: true, useOpenAI: true,
+			steps: []string{"conditional-decode", "encode", "prefill", "decode"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -91,7 +91,7 @@ func TestPassthroughStreamOutlivesTheWriteTimeout(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, st.restURL+"/v1/responses", strings.NewReader(`{"stream":true}`))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, st.restURL+"/v1/embeddings", strings.NewReader(`{"stream":true}`))
 	require.NoError(t, err)
 	resp, err := st.client.Do(req)
 	require.NoError(t, err)

@@ -191,29 +191,35 @@ func pdHasPromptLogprobs(v any) bool {
 	return false
 }
 
-func TestPDAnswersReadLikeAggregatedOnes(t *testing.T) {
-	t.Parallel()
+// eachPDPair runs fn, in parallel, on an aggregated and a disaggregated
+// side, with use_openai_format on and off.
+func eachPDPair(t *testing.T, fn func(t *testing.T, agg, pd pdSide)) {
 	for _, openAIFormat := range []bool{true, false} {
 		t.Run(fmt.Sprintf("use_openai_format=%t", openAIFormat), func(t *testing.T) {
 			t.Parallel()
-			agg := startPDSide(t, pdAggregated)
-			pd := startPDSide(t, fmt.Sprintf(pdDisaggregated, openAIFormat))
-			for i, c := range pdRESTCases() {
-				for round, temp := range []string{"cold", "repeated"} {
-					id := fmt.Sprintf("pd-%d-%d", i, round)
-					want := agg.rest(t, c, id)
-					got := pd.rest(t, c, id)
-					require.Equal(t, pdStatus(c), want.Status, "%s %s: aggregated %v", c.name, temp, want.Body)
-					assert.Equal(t, want, got, "%s, %s prompt", c.name, temp)
-					if want.Status != http.StatusOK {
-						continue
-					}
-					pdCheckNotVacuous(t, c, got, round == 1)
-					assert.NotEmpty(t, pdLegs(pd.sim, id, "prefill"), "%s: a prefill leg ran", c.name)
-				}
-			}
+			fn(t, startPDSide(t, pdAggregated), startPDSide(t, fmt.Sprintf(pdDisaggregated, openAIFormat)))
 		})
 	}
+}
+
+func TestPDAnswersReadLikeAggregatedOnes(t *testing.T) {
+	t.Parallel()
+	eachPDPair(t, func(t *testing.T, agg, pd pdSide) {
+		for i, c := range pdRESTCases() {
+			for round, temp := range []string{"cold", "repeated"} {
+				id := fmt.Sprintf("pd-%d-%d", i, round)
+				want := agg.rest(t, c, id)
+				got := pd.rest(t, c, id)
+				require.Equal(t, pdStatus(c), want.Status, "%s %s: aggregated %v", c.name, temp, want.Body)
+				assert.Equal(t, want, got, "%s, %s prompt", c.name, temp)
+				if want.Status != http.StatusOK {
+					continue
+				}
+				pdCheckNotVacuous(t, c, got, round == 1)
+				assert.NotEmpty(t, pdLegs(pd.sim, id, "prefill"), "%s: a prefill leg ran", c.name)
+			}
+		}
+	})
 }
 
 func pdStatus(c pdRESTCase) int {

@@ -172,7 +172,7 @@ func TestPassthroughDropsClientTransferParams(t *testing.T) {
 	gw := recordingGateway(t)
 	st := startStack(t, gw.URL, "", decodeOnly)
 	body := `{"model":"sim-model","input":"hi","kv_transfer_params":` + clientParams + `,"vllm_xargs":{"kv_transfer_params":` + clientParams + `}}`
-	resp := st.post(t, "/v1/responses", body, nil)
+	resp := st.post(t, "/v1/embeddings", body, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp.Body))
 	// Not JSON: relayed as it came, whatever it says.
 	req, err := http.NewRequest(http.MethodPost, st.restURL+"/v1/audio/transcriptions", strings.NewReader(`kv_transfer_params=`+evilHost))
@@ -203,7 +203,7 @@ func TestTrustClientTransferParamsRestoresPassThrough(t *testing.T) {
 		}
 	}
 	passthrough := `{"input":"hi","kv_transfer_params":` + clientParams + `}`
-	resp := st.post(t, "/v1/responses", passthrough, nil)
+	resp := st.post(t, "/v1/embeddings", passthrough, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp.Body))
 	legs := gw.Legs()
 	assert.Equal(t, passthrough, string(legs[len(legs)-1].Body))

@@ -151,6 +151,20 @@ class CoordinatorSDKTest(unittest.TestCase):
                           for e in events[:-1] for ch in json.loads(e)["choices"])
         self.assertEqual(c["content"], content)
 
+    def test_responses_stream_typed_events(self) -> None:
+        body = {"model": "sim-model", "input": "Hello", "max_output_tokens": 4, "stream": True}
+        stream = self.client.GenerateStream(pb.GenerateStreamRequest(request_id=request_id(), openai=pb.OpenAIRequest(
+            endpoint=pb.ENDPOINT_RESPONSES, json=json.dumps(body).encode())), timeout=30)
+        names = []
+        for msg in stream:
+            self.assertEqual(len(msg.openai.event), len(msg.openai.data), "every event's type travels with it")
+            for name, data in zip(msg.openai.event, msg.openai.data):
+                self.assertEqual(name, json.loads(data)["type"])
+                names.append(name)
+        self.assertEqual("response.created", names[0])
+        self.assertEqual("response.completed", names[-1])
+        self.assertEqual(4, names.count("response.output_text.delta"))
+
     def test_invalid_argument_names_the_field(self) -> None:
         cases = {
             "tokens.token_ids": pb.TokensRequest(model="sim-model"),

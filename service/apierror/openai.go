@@ -22,11 +22,7 @@ const ContentTypeJSON = "application/json"
 func AppendOpenAIError(dst []byte, code int, message, param string) []byte {
 	dst = appendMessageType(dst, message, errorType(code))
 	dst = append(dst, `,"param":`...)
-	if param == "" {
-		dst = append(dst, "null"...)
-	} else {
-		dst = jsonbody.AppendString(dst, param)
-	}
+	dst = appendParam(dst, param)
 	dst = append(dst, `,"code":`...)
 	dst = strconv.AppendInt(dst, int64(code), 10)
 	return append(dst, "}}"...)

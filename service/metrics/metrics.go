@@ -170,7 +170,7 @@ func (m *Metrics) serverCollectors() {
 // rates and alerts see them from the first scrape.
 var (
 	apis            = []string{APIREST, APIGRPC}
-	endpoints       = []string{"chat", "completions", "generate"}
+	endpoints       = []string{"chat", "completions", "generate", "responses", "messages"}
 	fallbackReasons = []string{"status_5xx", "transport", "timeout"}
 	fileSets        = []string{"server.tls", "server.grpc_tls", "gateway.tls", "render.tls"}
 	stepOutcomes    = []steps.Outcome{steps.OutcomeOK, steps.OutcomeDoneEarly, steps.OutcomeError, steps.OutcomeSkipped}

@@ -27,20 +27,20 @@ func (h *Handler) refuseDeclaredBody(w http.ResponseWriter, r *http.Request) boo
 	id := requestid.OrNew(r.Header.Get("X-Request-Id"))
 	w.Header().Set("X-Request-Id", id)
 	w.Header().Set("Connection", "close")
-	writeOpenAIError(w, http.StatusRequestEntityTooLarge, msg+" (request_id: "+id+")", "")
-	if endpoint, ok := h.endpointOf(r); ok {
+	_, pattern := h.mux.Handler(r)
+	writeAPIError(w, h.endpoints[pattern].dialect, http.StatusRequestEntityTooLarge, msg+" (request_id: "+id+")", "")
+	if endpoint, ok := h.endpointOf(pattern); ok {
 		h.metrics.RequestDone(metrics.APIREST, endpoint, strconv.Itoa(http.StatusRequestEntityTooLarge), 0)
 	}
 	return true
 }
 
-// endpointOf is the metrics' endpoint label of the route r goes to: an
-// inference route's format, or the passthrough's; false for the routes
-// the request metrics do not count.
-func (h *Handler) endpointOf(r *http.Request) (string, bool) {
-	_, pattern := h.mux.Handler(r)
-	if e, ok := h.endpoints[pattern]; ok {
-		return e, true
+// endpointOf is the metrics' endpoint label of the route of mux pattern
+// pattern: an inference route's format, or the passthrough's; false for
+// the routes the request metrics do not count.
+func (h *Handler) endpointOf(pattern string) (string, bool) {
+	if b, ok := h.endpoints[pattern]; ok {
+		return b.format.String(), true
 	}
 	if pattern == "/" && h.pass != nil {
 		return endpointPassthrough, true

@@ -21,13 +21,13 @@ import (
 )
 
 // writeError is the REST front's one error writer: err as the REST client
-// sees it. The decode worker's own status and body when the error carries
-// them (or a step's refusal of a stream), otherwise an OpenAI error object
-// with the status apierror chooses, whose message names the request id of
+// of dialect d sees it. The decode worker's own status and body when the
+// error carries them (or a step's refusal of a stream), otherwise an error
+// object of d with the status apierror chooses, whose message names the request id of
 // the answer's X-Request-Id. A refusal's RetryInfo becomes Retry-After; a
 // refusal because the server shuts down also closes the connection
 // (HTTP/2: GOAWAY), so the client's retry finds another server.
-func writeError(w http.ResponseWriter, err error) {
+func writeError(w http.ResponseWriter, d apierror.Dialect, err error) {
 	st := withRequestID(status.Convert(err), w.Header().Get("X-Request-Id"))
 	code := apierror.HTTPStatus(st)
 	if d, ok := apierror.RetryDelay(st); ok {
@@ -44,7 +44,7 @@ func writeError(w http.ResponseWriter, err error) {
 		_, _ = w.Write(u.GetBody())
 		return
 	}
-	writeOpenAIError(w, code, st.Message(), paramOf(st))
+	writeAPIError(w, d, code, st.Message(), paramOf(st))
 }
 
 // retryAfter is a Retry-After value: whole seconds, rounded up, at least 1.
@@ -73,21 +73,22 @@ func bodyFailure(err error) (code int, message string) {
 }
 
 // writeOwnError writes an error the front decides before any request id
-// is settled (405, 404): the client's valid X-Request-Id or a new one
-// becomes the answer's, and ends the message.
-func writeOwnError(w http.ResponseWriter, r *http.Request, code int, message string) {
+// is settled (405, 404), in dialect d: the client's valid X-Request-Id or
+// a new one becomes the answer's, and ends the message.
+func writeOwnError(w http.ResponseWriter, r *http.Request, d apierror.Dialect, code int, message string) {
 	id := requestid.OrNew(r.Header.Get("X-Request-Id"))
 	w.Header().Set("X-Request-Id", id)
-	writeOpenAIError(w, code, message+" (request_id: "+id+")", "")
+	writeAPIError(w, d, code, message+" (request_id: "+id+")", "")
 }
 
-// writeOpenAIError writes {"error":{"message","type","param","code"}}
-// (apierror.AppendOpenAIError).
-func writeOpenAIError(w http.ResponseWriter, code int, message, param string) {
+// writeAPIError writes the error object of dialect d: OpenAI's
+// {"error":{"message","type","param","code"}}, Anthropic's
+// {"type":"error","error":{"type","message"}} (apierror.AppendError).
+func writeAPIError(w http.ResponseWriter, d apierror.Dialect, code int, message, param string) {
 	w.Header().Set("Content-Type", apierror.ContentTypeJSON)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
-	_, _ = w.Write(apierror.AppendOpenAIError(nil, code, message, param))
+	_, _ = w.Write(apierror.AppendError(nil, d, code, message, param))
 }
 
 // withRequestID is st with " (request_id: id)" at the end of its message,
@@ -123,7 +124,7 @@ func paramOf(st *status.Status) string {
 // gatewayError is grpc-gateway's error handler: the errors of unary calls,
 // and of a stream that could not start. The call's header metadata (a
 // relayed worker answer's headers, ...) becomes headers as on a success.
-func gatewayError(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
+func gatewayError(ctx context.Context, _ *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
 	if md, ok := runtime.ServerMetadataFromContext(ctx); ok {
 		h := w.Header()
 		for k, vs := range md.HeaderMD {
@@ -134,5 +135,5 @@ func gatewayError(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler,
 			}
 		}
 	}
-	writeError(w, err)
+	writeError(w, dialectOf(m), err)
 }

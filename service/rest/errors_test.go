@@ -40,7 +40,7 @@ func TestWriteErrorOfARefusal(t *testing.T) {
 			st, err := status.New(tt.code, "no").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(tt.delay)})
 			require.NoError(t, err)
 			w := httptest.NewRecorder()
-			writeError(w, st.Err())
+			writeError(w, apierror.DialectOpenAI, st.Err())
 			assert.Equal(t, tt.status, w.Code)
 			assert.Equal(t, tt.retryAfter, w.Header().Get("Retry-After"))
 			assert.Equal(t, tt.close, w.Header().Get("Connection") == "close")
@@ -48,7 +48,7 @@ func TestWriteErrorOfARefusal(t *testing.T) {
 		})
 	}
 	w := httptest.NewRecorder()
-	writeError(w, status.Error(codes.Unavailable, "leg down"))
+	writeError(w, apierror.DialectOpenAI, status.Error(codes.Unavailable, "leg down"))
 	assert.Empty(t, w.Header().Get("Retry-After"), "no RetryInfo, no Retry-After")
 	assert.Empty(t, w.Header().Get("Connection"))
 }

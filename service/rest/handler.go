@@ -25,8 +25,8 @@ import (
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
-	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/admission"
+	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
@@ -48,8 +48,8 @@ type Handler struct {
 	// streamWriteTimeout bounds each write of a stream (transcode.go); 0: none.
 	streamWriteTimeout time.Duration
 	pass               *passthrough // nil without a gateway to relay to (passthrough.go)
-	// endpoints are the inference routes' metrics labels, by mux pattern.
-	endpoints map[string]string
+	// endpoints are the inference routes' bindings, by mux pattern.
+	endpoints map[string]binding
 }
 
 // NewHandler builds the REST front over a CoordinatorService client.
@@ -58,7 +58,8 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 	installQueryParser()
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, rawJSON{}),
-		runtime.WithMarshalerOption("application/json", rawJSON{}),
+		runtime.WithMarshalerOption(mimeResponses, rawJSON{dialect: apierror.DialectResponses}),
+		runtime.WithMarshalerOption(mimeMessages, rawJSON{dialect: apierror.DialectMessages}),
 		runtime.WithErrorHandler(gatewayError),
 		runtime.WithStreamErrorHandler(streamError),
 		runtime.WithIncomingHeaderMatcher(headers.MetadataKey),
@@ -72,10 +73,12 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 		return nil, err
 	}
 	h := &Handler{mux: http.NewServeMux(), gateway: gw, client: client, maxBody: maxBody, ready: ready, metrics: m,
-		endpoints: make(map[string]string, 3)}
+		endpoints: make(map[string]binding, 5)}
 	h.handleInference("POST /v1/chat/completions", coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS)
 	h.handleInference("POST /v1/completions", coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS)
 	h.handleInference("POST /inference/v1/generate", coordinatorv1.Endpoint_ENDPOINT_GENERATE)
+	h.handleInference("POST /v1/responses", coordinatorv1.Endpoint_ENDPOINT_RESPONSES)
+	h.handleInference("POST /v1/messages", coordinatorv1.Endpoint_ENDPOINT_MESSAGES)
 	h.handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") }))
 	h.handle("GET /readyz", http.HandlerFunc(h.readyz))
 	h.handle("GET /metrics", m.Handler())
@@ -87,7 +90,7 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 
 // handle serves pattern ("METHOD /path", GET taking HEAD too); the path's
 // other methods get 405 instead of the passthrough, which takes every path
-// nothing else serves.
+// nothing else serves, in the error dialect of the route's API.
 func (h *Handler) handle(pattern string, handler http.Handler) {
 	method, path, _ := strings.Cut(pattern, " ")
 	allow := method
@@ -95,13 +98,14 @@ func (h *Handler) handle(pattern string, handler http.Handler) {
 		allow = "GET, HEAD"
 	}
 	h.mux.Handle(pattern, handler)
-	h.mux.Handle(path, methodNotAllowed(allow))
+	h.mux.Handle(path, methodNotAllowed(h.endpoints[pattern].dialect, allow))
 }
 
 // handleInference serves an OpenAI route (inference).
 func (h *Handler) handleInference(pattern string, endpoint coordinatorv1.Endpoint) {
-	h.endpoints[pattern] = service.FormatOf(endpoint).String()
-	h.handle(pattern, h.inference(endpoint))
+	b := bindingOf(endpoint)
+	h.endpoints[pattern] = b
+	h.handle(pattern, h.inference(b))
 }
 
 // ServeHTTP implements http.Handler. A body declared past the cap is
@@ -127,9 +131,8 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 // document in the call's context, to Generate or GenerateStream through
 // grpc-gateway according to the body's "stream". It counts the request in
 // the metrics with the status the client got.
-func (h *Handler) inference(endpoint coordinatorv1.Endpoint) http.Handler {
-	name := service.FormatOf(endpoint).String()
-	b := bindingOf(endpoint)
+func (h *Handler) inference(b binding) http.Handler {
+	name := b.format.String()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w}
@@ -149,14 +152,14 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 	data, err := h.readBody(w, r)
 	if err != nil {
 		code, msg := bodyFailure(err)
-		writeOpenAIError(w, code, msg+" (request_id: "+id+")", "")
+		writeAPIError(w, b.dialect, code, msg+" (request_id: "+id+")", "")
 		return
 	}
 	// The one parse of the body: the service takes the document from the
 	// call's context (inproc.WithParsedBody).
 	doc, err := steps.ParseDocument(data, b.format)
 	if err != nil {
-		writeOpenAIError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
+		writeAPIError(w, b.dialect, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
 		return
 	}
 	stream := false

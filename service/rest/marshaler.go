@@ -10,7 +10,17 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/service/apierror"
 )
+
+// dialectOf is the error dialect of the marshaler grpc-gateway picked for
+// a request; OpenAI's for any other.
+func dialectOf(m runtime.Marshaler) apierror.Dialect {
+	if r, ok := m.(rawJSON); ok {
+		return r.dialect
+	}
+	return apierror.DialectOpenAI
+}
 
 // rawJSON is the grpc-gateway marshaler of every route served through the
 // mux, for every content type. Request bodies go into openai.json as bytes
@@ -21,8 +31,13 @@ import (
 // One marshaler serves both kinds of answer, told apart by what the
 // gateway hands it, because grpc-gateway picks the outbound marshaler by
 // the request's Accept header: pinning Accept per route would change the
-// Accept header every leg carries (the client's, compat §3.4).
-type rawJSON struct{}
+// Accept header every leg carries (the client's, compat §3.4). One
+// instance per error dialect: the Responses' and the Messages' routes get
+// theirs by the Content-Type the front sets (binding.contentType).
+type rawJSON struct {
+	// dialect frames a stream's final error event.
+	dialect apierror.Dialect
+}
 
 // ContentType implements runtime.Marshaler: text/event-stream for a stream
 // and its error event, application/json otherwise (forwardStatus replaces
@@ -39,14 +54,14 @@ func (rawJSON) ContentType(v any) string {
 // answer of a GetRequestResponse (queuedBody), and a stream's message or
 // final error as server-sent events (marshalEvents); anything else (not
 // expected on these routes) is encoded with protojson.
-func (rawJSON) Marshal(v any) ([]byte, error) {
+func (m rawJSON) Marshal(v any) ([]byte, error) {
 	if r, ok := v.(*coordinatorv1.GenerateResponse); ok && r.GetOpenai() != nil {
 		return r.GetOpenai().GetJson(), nil
 	}
 	if b, ok := queuedBody(v); ok {
 		return b, nil
 	}
-	if b, ok, err := marshalEvents(v); ok {
+	if b, ok, err := marshalEvents(v, m.dialect); ok {
 		return b, err
 	}
 	if m, ok := v.(proto.Message); ok {

@@ -27,7 +27,9 @@ var openAPIPaths = []string{
 	"/readyz",
 	"/v1/chat/completions",
 	"/v1/completions",
+	"/v1/messages",
 	"/v1/requests/{id}",
+	"/v1/responses",
 }
 
 // anyStore turns the queued-request routes on; routing never calls it.
@@ -69,7 +71,7 @@ func TestOpenAPIDocumentListsTheRoutes(t *testing.T) {
 	}
 	slices.Sort(paths)
 	assert.Equal(t, openAPIPaths, paths)
-	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/inference/v1/generate"} {
+	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/inference/v1/generate", "/v1/responses", "/v1/messages"} {
 		var op struct {
 			RequestBody struct {
 				Content map[string]json.RawMessage `json:"content"`

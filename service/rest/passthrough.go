@@ -90,7 +90,7 @@ type outcome struct {
 func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id string, start time.Time) outcome {
 	w.Header().Set("X-Request-Id", id)
 	if r.Method == http.MethodConnect {
-		writeOpenAIError(w, http.StatusMethodNotAllowed, "CONNECT is not relayed (request_id: "+id+")", "")
+		writeAPIError(w, apierror.DialectOpenAI, http.StatusMethodNotAllowed, "CONNECT is not relayed (request_id: "+id+")", "")
 		return outcome{}
 	}
 	ctx, done, ok := h.admitPassthrough(r.Context(), w)
@@ -158,7 +158,7 @@ func (h *Handler) admitPassthrough(ctx context.Context, w http.ResponseWriter) (
 	}
 	actx, release, err := a.AdmitContext(ctx, false)
 	if err != nil {
-		writeError(w, err) // 429 or 503, with Retry-After
+		writeError(w, apierror.DialectOpenAI, err) // 429 or 503, with Retry-After
 		return ctx, nil, false
 	}
 	return actx, func() {
@@ -181,7 +181,7 @@ func (p *passthrough) failed(w http.ResponseWriter, r *http.Request, id string, 
 		// read error.
 		code, msg := bodyFailure(bodyErr)
 		if code != http.StatusBadRequest || r.Context().Err() == nil {
-			writeOpenAIError(w, code, msg+" (request_id: "+id+")", "")
+			writeAPIError(w, apierror.DialectOpenAI, code, msg+" (request_id: "+id+")", "")
 			return nil
 		}
 	}
@@ -189,10 +189,10 @@ func (p *passthrough) failed(w http.ResponseWriter, r *http.Request, id string, 
 	case r.Context().Err() != nil:
 		return err
 	case errors.Is(err, admission.ErrShuttingDown):
-		writeError(w, status.Error(codes.Unavailable, admission.ErrShuttingDown.Error()+" (request_id: "+id+")"))
+		writeError(w, apierror.DialectOpenAI, status.Error(codes.Unavailable, admission.ErrShuttingDown.Error()+" (request_id: "+id+")"))
 		return err
 	}
-	writeError(w, apierror.FromError(err, id).Err())
+	writeError(w, apierror.DialectOpenAI, apierror.FromError(err, id).Err())
 	return err
 }
 
@@ -353,11 +353,11 @@ func (b *countedBody) readErr() error {
 }
 
 // methodNotAllowed answers the methods a served path does not take, so
-// they are not relayed: 405 with Allow.
-func methodNotAllowed(allow string) http.HandlerFunc {
+// they are not relayed: 405 with Allow, an error of dialect d.
+func methodNotAllowed(d apierror.Dialect, allow string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
-		writeOwnError(w, r, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path+", allow: "+allow)
+		writeOwnError(w, r, d, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path+", allow: "+allow)
 	}
 }
 
@@ -369,9 +369,9 @@ func (h *Handler) unqueued(w http.ResponseWriter, r *http.Request) {
 		notFound(w, r)
 		return
 	}
-	methodNotAllowed("GET, HEAD, DELETE")(w, r)
+	methodNotAllowed(apierror.DialectOpenAI, "GET, HEAD, DELETE")(w, r)
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {
-	writeOwnError(w, r, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+	writeOwnError(w, r, apierror.DialectOpenAI, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 }

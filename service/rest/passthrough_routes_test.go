@@ -53,6 +53,19 @@ func TestPassthroughLeavesServedPathsAlone(t *testing.T) {
 			assert.Equal(t, "method "+tt.method+" not allowed on "+tt.path+", allow: "+tt.allow+" (request_id: rid-405)", msg)
 		}
 	}
+	// The Responses route errs in OpenAI's shape (above), the Messages one in Anthropic's.
+	req := newRequest(t, http.MethodGet, f.url+"/v1/responses", nil)
+	req.Header.Set("X-Request-Id", "rid-405")
+	resp, body := f.do(t, req)
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, body)
+	msg, _, _ := openAIError(t, body)
+	assert.Equal(t, "method GET not allowed on /v1/responses, allow: POST (request_id: rid-405)", msg)
+	req = newRequest(t, http.MethodPut, f.url+"/v1/messages", nil)
+	req.Header.Set("X-Request-Id", "rid-405")
+	resp, body = f.do(t, req)
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, body)
+	assert.Equal(t, "POST", resp.Header.Get("Allow"))
+	assert.Equal(t, `{"type":"error","error":{"type":"invalid_request_error","message":"method PUT not allowed on /v1/messages, allow: POST (request_id: rid-405)"}}`, body)
 	assert.Zero(t, hits.Load(), "served paths never reach the gateway")
 
 	noRedirect := &http.Client{Transport: f.client.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -278,7 +278,7 @@ func TestPassthroughStreamsEventsAsTheyCome(t *testing.T) {
 	f := startPassFront(t, gw, passOptions{writeTimeout: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url+"/v1/responses", strings.NewReader(`{"stream":true}`))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url+"/v1/embeddings", strings.NewReader(`{"stream":true}`))
 	require.NoError(t, err)
 	resp, err := f.client.Do(req)
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/service/apierror"
 )
 
 func TestAppendEvent(t *testing.T) {
@@ -33,7 +34,7 @@ func TestWriteErrorRelaysTheDecodeWorkersAnswer(t *testing.T) {
 	})
 	require.NoError(t, err)
 	w := httptest.NewRecorder()
-	writeError(w, st.Err())
+	writeError(w, apierror.DialectOpenAI, st.Err())
 	assert.Equal(t, http.StatusNotFound, w.Code)
 	assert.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
 	assert.Equal(t, `{"worker":true}`, w.Body.String())

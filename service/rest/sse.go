@@ -18,12 +18,13 @@ const contentTypeEventStream = "text/event-stream"
 // marshalEvents frames what grpc-gateway's stream forwarding hands the
 // marshaler (runtime.ForwardResponseStream) as server-sent events: a
 // message, {"result": *GenerateStreamResponse}, becomes each of its
-// OpenAIEvents' data as one event, all in one buffer (the gateway writes
-// and flushes once per message); the stream's final error, {"error":
-// *status.Status}, becomes one data: {"error":{...}} event (compat §15
-// D19). ok is false for anything else. A tokens chunk is not served over
-// REST: it is an error.
-func marshalEvents(v any) (b []byte, ok bool, err error) {
+// OpenAIEvents' data as one event, with its "event:" type when it has one,
+// all in one buffer (the gateway writes and flushes once per message); the
+// stream's final error, {"error": *status.Status}, becomes dialect d's
+// error event (compat §15 D19: data: {"error":{...}}; the Responses' and
+// Messages' "event: error"). ok is false for anything else. A tokens chunk
+// is not served over REST: it is an error.
+func marshalEvents(v any, d apierror.Dialect) (b []byte, ok bool, err error) {
 	switch v := v.(type) {
 	case map[string]any:
 		m, ok := v["result"].(*coordinatorv1.GenerateStreamResponse)
@@ -34,13 +35,25 @@ func marshalEvents(v any) (b []byte, ok bool, err error) {
 		if events == nil {
 			return nil, true, status.Error(codes.Internal, "rest: a tokens chunk cannot be sent as server-sent events")
 		}
+		data, names := events.GetData(), events.GetEvent()
+		if len(names) != 0 && len(names) != len(data) {
+			return nil, true, status.Error(codes.Internal, "rest: event types not parallel to the events' data")
+		}
 		size := 0
-		for _, d := range events.GetData() {
-			size += len(d) + len("data: \n\n")
+		for i, e := range data {
+			size += len(e) + len("data: \n\n")
+			if names != nil {
+				size += len(names[i]) + len("event: \n")
+			}
 		}
 		b = make([]byte, 0, size)
-		for _, d := range events.GetData() {
-			b = appendEvent(b, d)
+		for i, e := range data {
+			if names != nil && names[i] != "" {
+				b = append(b, "event: "...)
+				b = append(b, names[i]...)
+				b = append(b, '\n')
+			}
+			b = appendEvent(b, e)
 		}
 		return b, true, nil
 	case map[string]proto.Message:
@@ -49,9 +62,7 @@ func marshalEvents(v any) (b []byte, ok bool, err error) {
 			return nil, false, nil
 		}
 		st := status.FromProto(p)
-		b = append(b, "data: "...)
-		b = apierror.AppendOpenAIError(b, apierror.HTTPStatus(st), st.Message(), paramOf(st))
-		return append(b, "\n\n"...), true, nil
+		return apierror.AppendErrorEvent(nil, d, apierror.HTTPStatus(st), st.Message(), paramOf(st)), true, nil
 	}
 	return nil, false, nil
 }

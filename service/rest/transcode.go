@@ -10,6 +10,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/steps"
 )
@@ -20,14 +21,35 @@ import (
 // value of the query key openai.endpoint.
 type binding struct {
 	format           steps.Format
+	dialect          apierror.Dialect
 	path, streamPath string
 	endpoint         []string
+	// contentType is the Content-Type of the requests the front hands the
+	// gateway, which picks the marshaler by it (clients' Accept values
+	// match no registered type): the dialect's (mimeResponses,
+	// mimeMessages), whose marshaler frames a cut stream's error event.
+	contentType []string
 }
+
+// The Content-Types that pick the Responses' and the Messages' marshaler
+// (binding.contentType): JSON bodies, named for the coordinator alone.
+const (
+	mimeResponses = "application/x-coordinator-responses+json"
+	mimeMessages  = "application/x-coordinator-messages+json"
+)
 
 func bindingOf(endpoint coordinatorv1.Endpoint) binding {
 	format := service.FormatOf(endpoint)
 	path := format.Path()
-	return binding{format: format, path: path, streamPath: path + ":stream", endpoint: []string{endpoint.String()}}
+	b := binding{format: format, dialect: apierror.DialectOf(format), path: path, streamPath: path + ":stream",
+		endpoint: []string{endpoint.String()}, contentType: jsonContentType}
+	switch b.dialect {
+	case apierror.DialectResponses:
+		b.contentType = []string{mimeResponses}
+	case apierror.DialectMessages:
+		b.contentType = []string{mimeMessages}
+	}
+	return b
 }
 
 // noForm is the PostForm of every request the front hands the gateway:
@@ -50,7 +72,7 @@ var jsonContentType = []string{"application/json"}
 // event the REST front's status and body, and bounds each write of a
 // stream.
 func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, id string, body []byte, stream bool) {
-	x := &exchange{call: call{id: id}, body: bodyReader{data: body}, url: *r.URL}
+	x := &exchange{call: call{id: id, dialect: b.dialect}, body: bodyReader{data: body}, url: *r.URL}
 	x.w = answerWriter{ResponseWriter: w, call: &x.call, stream: stream, h: h}
 	gr := r.WithContext(context.WithValue(r.Context(), callKey{}, &x.call))
 	x.url.Path, x.url.RawPath, x.url.RawQuery = b.path, "", ""
@@ -63,7 +85,7 @@ func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, i
 	// address to X-Forwarded-For: the legs carry the client's own values, as
 	// over gRPC (compat §3.4).
 	gr.Host, gr.RemoteAddr = "", ""
-	gr.Header["Content-Type"] = jsonContentType
+	gr.Header["Content-Type"] = b.contentType
 	gr.Body = &x.body
 	if stream { // one the gateway stopped receiving (a failed write) ends once it is done with its messages
 		defer inproc.EndStreams(gr.Context())
@@ -84,7 +106,8 @@ type exchange struct {
 // call is what the front and the gateway's handlers share about one
 // request, through its context.
 type call struct {
-	id string
+	id      string
+	dialect apierror.Dialect
 	// err is the stream's error when it ended before its first event
 	// (streamError).
 	err error
@@ -144,7 +167,7 @@ func (w *answerWriter) WriteHeader(code int) {
 		if w.stream {
 			w.writeDeadline()
 		}
-		writeError(w.ResponseWriter, w.call.err)
+		writeError(w.ResponseWriter, w.call.dialect, w.call.err)
 		return
 	}
 	w.commit()

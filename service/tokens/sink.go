@@ -43,7 +43,7 @@ func (*UnarySink) Header(http.Header) {}
 func (s *UnarySink) Answer() *coordinatorv1.TokensResponse { return s.resp }
 
 // Events implements steps.Sink: the request asked for no stream.
-func (s *UnarySink) Events([][]byte) error { return errStreamedAnswer }
+func (s *UnarySink) Events([][]byte, []string) error { return errStreamedAnswer }
 
 // StreamSink sends the decode worker's stream to a GenerateStream
 // tokens request: each batch of events that arrived together becomes one
@@ -86,7 +86,7 @@ func (s *StreamSink) takeChoice() *coordinatorv1.TokensChoice {
 func (*StreamSink) Header(http.Header) {}
 
 // Events implements steps.Sink.
-func (s *StreamSink) Events(data [][]byte) error {
+func (s *StreamSink) Events(data [][]byte, _ []string) error {
 	s.chunk.Choices, s.chunk.Usage, s.used = s.chunk.Choices[:0], nil, 0
 	for _, d := range data {
 		if string(d) == "[DONE]" {

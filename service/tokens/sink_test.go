@@ -45,16 +45,16 @@ func TestTokensStreamSink(t *testing.T) {
 	require.NoError(t, s.Events(events(
 		`{"request_id":"r","choices":[{"index":0,"logprobs":null,"finish_reason":null,"token_ids":[10]}]}`,
 		`{"request_id":"r","choices":[{"index":1,"logprobs":null,"finish_reason":null,"token_ids":[20]}]}`,
-	)))
+	), nil))
 	require.NoError(t, s.Events(events(
 		`{"request_id":"r","choices":[{"index":0,"logprobs":null,"finish_reason":"length","token_ids":[11]}]}`,
 		`{"request_id":"r","choices":[{"index":1,"logprobs":null,"finish_reason":"stop","token_ids":[4294967295]}]}`,
-	)))
+	), nil))
 	require.NoError(t, s.Events(events(
 		`{"request_id":"r","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`,
 		`[DONE]`,
-	)))
-	require.NoError(t, s.Events(events(`[DONE]`)), "nothing to send")
+	), nil))
+	require.NoError(t, s.Events(events(`[DONE]`), nil), "nothing to send")
 
 	chunk := func(c *coordinatorv1.TokensChunk) *coordinatorv1.GenerateStreamResponse {
 		return &coordinatorv1.GenerateStreamResponse{Chunk: &coordinatorv1.GenerateStreamResponse_Tokens{Tokens: c}}
@@ -81,7 +81,7 @@ func TestTokensStreamSinkMergesOneChoice(t *testing.T) {
 		`{"choices":[{"index":0,"logprobs":{"content":[{"token":"token_id:5","logprob":-0.5,"top_logprobs":[{"token":"token_id:5","logprob":-0.5}]}]},"token_ids":[5]}]}`,
 		`{"choices":[{"index":0,"logprobs":{"content":[{"token":"token_id:6","logprob":-1.5,"top_logprobs":[]}]},"finish_reason":"length","token_ids":[6]}]}`,
 		`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":1}}}`,
-	)))
+	), nil))
 	require.Len(t, f.sent, 1)
 	assertProto(t, &coordinatorv1.GenerateStreamResponse{Chunk: &coordinatorv1.GenerateStreamResponse_Tokens{Tokens: &coordinatorv1.TokensChunk{
 		Choices: []*coordinatorv1.TokensChoice{{
@@ -101,7 +101,7 @@ func TestTokensStreamSinkFailures(t *testing.T) {
 	t.Run("unreadable event", func(t *testing.T) {
 		t.Parallel()
 		f := &fakeStream{}
-		err := NewStreamSink(f).Events(events(`{"choices":[{"token_ids":["x"]}]}`))
+		err := NewStreamSink(f).Events(events(`{"choices":[{"token_ids":["x"]}]}`), nil)
 		require.Error(t, err)
 		assert.Empty(t, f.sent, "nothing of a bad batch goes out")
 		_, isUpstream := errors.AsType[*upstream.StatusError](err)
@@ -110,7 +110,7 @@ func TestTokensStreamSinkFailures(t *testing.T) {
 	t.Run("worker error event", func(t *testing.T) {
 		t.Parallel()
 		f := &fakeStream{}
-		err := NewStreamSink(f).Events(events(`{"error":{"message":"engine dead","code":500}}`))
+		err := NewStreamSink(f).Events(events(`{"error":{"message":"engine dead","code":500}}`), nil)
 		se, ok := errors.AsType[*upstream.StatusError](err)
 		require.True(t, ok)
 		assert.Equal(t, 500, se.StatusCode)
@@ -118,7 +118,7 @@ func TestTokensStreamSinkFailures(t *testing.T) {
 	t.Run("client gone", func(t *testing.T) {
 		t.Parallel()
 		f := &fakeStream{err: context.Canceled}
-		err := NewStreamSink(f).Events(events(`{"choices":[{"index":0,"token_ids":[1]}]}`))
+		err := NewStreamSink(f).Events(events(`{"choices":[{"index":0,"token_ids":[1]}]}`), nil)
 		assert.ErrorIs(t, err, context.Canceled)
 	})
 }
@@ -140,7 +140,7 @@ func TestTokensStreamSinkWholeAnswer(t *testing.T) {
 func TestTokensUnarySink(t *testing.T) {
 	t.Parallel()
 	s := NewUnarySink(&coordinatorv1.TokensRequest{TokenIds: []uint32{1, 2}})
-	assert.ErrorIs(t, s.Events(events(`{}`)), errStreamedAnswer)
+	assert.ErrorIs(t, s.Events(events(`{}`), nil), errStreamedAnswer)
 	require.NoError(t, s.Response(200, "application/json",
 		[]byte(`{"choices":[{"index":0,"token_ids":[3],"finish_reason":"stop"}],"prompt_logprobs":[null,{"2":{"logprob":-1}}]}`)))
 	assertProto(t, &coordinatorv1.TokensResponse{

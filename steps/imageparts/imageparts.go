@@ -1,10 +1,28 @@
-// Package imageparts finds the image parts of a chat body (its
-// image_url content parts) once, and reads or edits them in the body or in
-// any leg of it by their place.
+// Package imageparts finds the image parts of a request body once, and
+// reads or edits them in the body or in any leg of it by their place. Each
+// API keeps them in its own shape (Shape): chat's image_url content parts,
+// the OpenAI Responses' input_image parts, the Anthropic Messages' image
+// blocks.
 package imageparts
 
 import (
+	"fmt"
+
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+)
+
+// Shape is where an API's body keeps its images.
+type Shape int
+
+// The shapes.
+const (
+	// Chat: messages[i].content[j] {"type":"image_url","image_url":{"url"}}.
+	Chat Shape = iota
+	// Responses: input[i].content[j] {"type":"input_image","image_url":<string>}.
+	Responses
+	// Messages: messages[i].content[j] {"type":"image","source":
+	// {"type":"url","url"} or {"type":"base64","media_type","data"}}.
+	Messages
 )
 
 // Index indexes a chat body for Find (jsonbody.ParseIndexed): its messages
@@ -17,33 +35,73 @@ var Index = &jsonbody.Index{Members: map[string]*jsonbody.Index{
 	}}},
 }}
 
-// Part is one image_url content part of a chat body.
-type Part struct {
-	// Part is the content part object; ImageURL its "image_url" object.
-	// Read them only: edit through Locations.Edit.
-	Part     *jsonbody.Object
-	ImageURL *jsonbody.Object
-	// URL is image_url.url. It may alias the client's body.
-	URL string
-	// Message and Content locate the part: messages[Message].content[Content].
-	Message, Content int
+// ResponsesIndex indexes a Responses body for FindIn: its input items down
+// to each content part.
+var ResponsesIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
+	"input": {Elements: &jsonbody.Index{Members: map[string]*jsonbody.Index{
+		"content": {Elements: &jsonbody.Index{}},
+	}}},
+}}
+
+// MessagesIndex indexes a Messages body for FindIn: its messages down to
+// each content block's source.
+var MessagesIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
+	"messages": {Elements: &jsonbody.Index{Members: map[string]*jsonbody.Index{
+		"content": {Elements: &jsonbody.Index{Members: map[string]*jsonbody.Index{
+			"source": {},
+		}}},
+	}}},
+}}
+
+// list is the member of shape s's body holding its messages.
+func (s Shape) list() string {
+	if s == Responses {
+		return "input"
+	}
+	return "messages"
 }
 
-// Locations locates the image parts of a chat body, in document order:
-// the k-th image part is at Locations[k].
+// Part is one image part of a body.
+type Part struct {
+	// Part is the content part object; ImageURL its "image_url" object
+	// (chat only; nil otherwise). Read them only: edit through
+	// Locations.Edit or Locations.Replace.
+	Part     *jsonbody.Object
+	ImageURL *jsonbody.Object
+	// URL is the image's URL: chat's image_url.url, a Responses part's
+	// image_url, a Messages source's url, or its base64 source as a data
+	// URI. It may alias the client's body.
+	URL string
+	// Message and Content locate the part: <list>[Message].content[Content].
+	Message, Content int
+	// Where names the member holding the URL, for errors:
+	// " (in messages[0].content[1].image_url.url)".
+	Where string
+}
+
+// Locations locates the image parts of a body, in document order: the
+// k-th image part is at Locations[k].
 type Locations []location
 
-// location locates an image part: messages[message].content[content].
-type location struct{ message, content int }
+// location locates an image part: <list>[message].content[content].
+type location struct {
+	shape            Shape
+	message, content int
+}
 
 // Find finds the image parts of root, a chat body indexed with Index (at
-// least), in document order. An image part is a content
-// part object with "type": "image_url" whose "image_url" is an object with
-// a string "url"; other shapes are skipped, as the reference does. Steps
-// never add or remove parts, so the locations hold for the body as it
-// stands and every leg of it.
-func Find(root *jsonbody.Object) Locations {
-	msgs := root.Array("messages")
+// least), in document order (FindIn with Chat).
+func Find(root *jsonbody.Object) Locations { return FindIn(root, Chat) }
+
+// FindIn finds the image parts of root, a body of shape s indexed with its
+// index (Index, ResponsesIndex, MessagesIndex) at least, in document order.
+// An image part is a content part object of the shape's image type whose
+// URL is a string (a Messages source: url, or base64 with media_type and
+// data); other shapes are skipped, as the reference does, and a message
+// whose content is not an array has none. Steps never add or remove parts,
+// so the locations hold for the body as it stands and every leg of it.
+func FindIn(root *jsonbody.Object, s Shape) Locations {
+	msgs := root.Array(s.list())
 	if msgs == nil {
 		return nil
 	}
@@ -55,20 +113,36 @@ func Find(root *jsonbody.Object) Locations {
 		}
 		content := msg.Array("content")
 		for ci := range content.Len() {
-			if _, ok := partOf(content.Object(ci)); ok {
-				locs = append(locs, location{mi, ci})
+			if _, ok := partOf(s, content.Object(ci)); ok {
+				locs = append(locs, location{s, mi, ci})
 			}
 		}
 	}
 	return locs
 }
 
-// partOf reads part as an image part.
-func partOf(part *jsonbody.Object) (Part, bool) {
+// partOf reads part as an image part of shape s.
+func partOf(s Shape, part *jsonbody.Object) (Part, bool) {
 	if part == nil {
 		return Part{}, false
 	}
-	if typ, ok := part.String("type"); !ok || typ != "image_url" {
+	typ, _ := part.String("type")
+	switch s {
+	case Responses:
+		url, ok := part.String("image_url")
+		if typ != "input_image" || !ok {
+			return Part{}, false
+		}
+		return Part{Part: part, URL: url}, true
+	case Messages:
+		source := part.Object("source")
+		if typ != "image" || source == nil {
+			return Part{}, false
+		}
+		url, ok := sourceURL(source)
+		return Part{Part: part, URL: url}, ok
+	}
+	if typ != "image_url" {
 		return Part{}, false
 	}
 	image := part.Object("image_url")
@@ -82,13 +156,42 @@ func partOf(part *jsonbody.Object) (Part, bool) {
 	return Part{Part: part, ImageURL: image, URL: url}, true
 }
 
+// sourceURL is a Messages image source's URL: its url, or its base64 data
+// as a data URI.
+func sourceURL(source *jsonbody.Object) (string, bool) {
+	kind, _ := source.String("type")
+	switch kind {
+	case "url":
+		return source.String("url")
+	case "base64":
+		mediaType, ok := source.String("media_type")
+		data, ok2 := source.String("data")
+		if !ok || !ok2 {
+			return "", false
+		}
+		return "data:" + mediaType + ";base64," + data, true
+	}
+	return "", false
+}
+
+// where names the member holding loc's URL.
+func (loc location) where() string {
+	switch loc.shape {
+	case Responses:
+		return fmt.Sprintf(" (in input[%d].content[%d].image_url)", loc.message, loc.content)
+	case Messages:
+		return fmt.Sprintf(" (in messages[%d].content[%d].source)", loc.message, loc.content)
+	}
+	return fmt.Sprintf(" (in messages[%d].content[%d].image_url.url)", loc.message, loc.content)
+}
+
 // Each calls fn for each image part of root (the body the locations were
 // found in, or a leg of it), in document order, with k counting image parts
 // from 0; it stops at fn's first error and returns it.
 func (l Locations) Each(root *jsonbody.Object, fn func(k int, p Part) error) error {
 	for k, loc := range l {
-		p, _ := partOf(root.Array("messages").Object(loc.message).Array("content").Object(loc.content))
-		p.Message, p.Content = loc.message, loc.content
+		p, _ := partOf(loc.shape, root.Array(loc.shape.list()).Object(loc.message).Array("content").Object(loc.content))
+		p.Message, p.Content, p.Where = loc.message, loc.content, loc.where()
 		if err := fn(k, p); err != nil {
 			return err
 		}
@@ -96,14 +199,40 @@ func (l Locations) Each(root *jsonbody.Object, fn func(k int, p Part) error) err
 	return nil
 }
 
-// Edit returns the k-th image part of root (the body the locations were
-// found in, or a leg of it) and its image_url object for editing, copied
-// along the way from root so that nothing sharing them sees the edits. The
-// part is rewritten whole, its image_url included, as the body is written.
-func (l Locations) Edit(root *jsonbody.Object, k int) (part, imageURL *jsonbody.Object) {
+// editPart returns the k-th image part of root for editing, copied along
+// the way from root so that nothing sharing it sees the edits.
+func (l Locations) editPart(root *jsonbody.Object, k int) *jsonbody.Object {
 	loc := l[k]
-	part = root.EditArray("messages").EditObject(loc.message).EditArray("content").EditObject(loc.content)
+	return root.EditArray(loc.shape.list()).EditObject(loc.message).EditArray("content").EditObject(loc.content)
+}
+
+// Edit returns the k-th image part of root (the body the locations were
+// found in, or a leg of it; chat) and its image_url object for editing,
+// copied along the way from root so that nothing sharing them sees the
+// edits. The part is rewritten whole, its image_url included, as the body
+// is written.
+func (l Locations) Edit(root *jsonbody.Object, k int) (part, imageURL *jsonbody.Object) {
+	part = l.editPart(root, k)
 	imageURL = part.EditObject("image_url")
 	imageURL.Touch()
 	return part, imageURL
+}
+
+// Replace makes the k-th image part of root carry the image inline: its
+// URL becomes dataURI (a JSON string "data:<type>;base64,<data>") in chat
+// and Responses parts; a Messages block's source becomes
+// {"type":"base64","media_type":mediaType,"data":data}.
+func (l Locations) Replace(root *jsonbody.Object, k int, dataURI []byte, mediaType, data string) {
+	switch l[k].shape {
+	case Responses:
+		l.editPart(root, k).Set("image_url", dataURI)
+	case Messages:
+		src := append([]byte(`{"type":"base64","media_type":`), jsonbody.AppendString(nil, mediaType)...)
+		src = append(src, `,"data":`...)
+		src = jsonbody.AppendString(src, data)
+		l.editPart(root, k).Set("source", append(src, '}'))
+	default:
+		_, imageURL := l.Edit(root, k)
+		imageURL.Set("url", dataURI)
+	}
 }

@@ -65,3 +65,60 @@ func TestEditOnALegLeavesTheBody(t *testing.T) {
 	assert.Equal(t, []string{"a", "data:,", "c"}, urls, "the leg does")
 	assert.Contains(t, string(leg.Bytes()), `{"type":"image_url","image_url":{"url":"data:,"},"uuid":"h1"}`)
 }
+
+func TestFindInResponsesAndMessages(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		shape  imageparts.Shape
+		index  *jsonbody.Index
+		body   string
+		urls   []string
+		wheres []string
+		after  string // the body after Replace of image 0 with a data URI
+	}{
+		{
+			name: "responses", shape: imageparts.Responses, index: imageparts.ResponsesIndex,
+			body: `{"input":[{"role":"user","content":"text only"},{"role":"user","content":[{"type":"input_text","text":"hi"},` +
+				`{"type":"input_image","image_url":"a"},{"type":"input_image","image_url":{"url":"x"}},{"type":"input_image"},` +
+				`{"type":"image_url","image_url":"y"}]},{"type":"function_call_output","output":"z"},` +
+				`{"role":"user","content":[{"type":"input_image","image_url":"b","detail":"low"}]}]}`,
+			urls:   []string{"a", "b"},
+			wheres: []string{" (in input[1].content[1].image_url)", " (in input[3].content[0].image_url)"},
+			after: `{"input":[{"role":"user","content":"text only"},{"role":"user","content":[{"type":"input_text","text":"hi"},` +
+				`{"type":"input_image","image_url":"data:image/png;base64,AAAA"},{"type":"input_image","image_url":{"url":"x"}},{"type":"input_image"},` +
+				`{"type":"image_url","image_url":"y"}]},{"type":"function_call_output","output":"z"},` +
+				`{"role":"user","content":[{"type":"input_image","image_url":"b","detail":"low"}]}]}`,
+		},
+		{
+			name: "messages", shape: imageparts.Messages, index: imageparts.MessagesIndex,
+			body: `{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://h/a.png"}},` +
+				`{"type":"image","source":{"type":"base64","media_type":"image/gif","data":"R0lG"}},` +
+				`{"type":"image","source":{"type":"file","file_id":"f"}},{"type":"image","source":"u"},{"type":"text","text":"t"}]}]}`,
+			urls:   []string{"https://h/a.png", "data:image/gif;base64,R0lG"},
+			wheres: []string{" (in messages[0].content[0].source)", " (in messages[0].content[1].source)"},
+			after: `{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}},` +
+				`{"type":"image","source":{"type":"base64","media_type":"image/gif","data":"R0lG"}},` +
+				`{"type":"image","source":{"type":"file","file_id":"f"}},{"type":"image","source":"u"},{"type":"text","text":"t"}]}]}`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root, err := jsonbody.ParseIndexed([]byte(tc.body), tc.index)
+			require.NoError(t, err)
+			locs := imageparts.FindIn(root, tc.shape)
+			var urls, wheres []string
+			require.NoError(t, locs.Each(root, func(_ int, p imageparts.Part) error {
+				urls, wheres = append(urls, p.URL), append(wheres, p.Where)
+				assert.Nil(t, p.ImageURL, "chat's image_url object only")
+				return nil
+			}))
+			assert.Equal(t, tc.urls, urls)
+			assert.Equal(t, tc.wheres, wheres)
+			leg := root.Clone()
+			locs.Replace(leg, 0, []byte(`"data:image/png;base64,AAAA"`), "image/png", "AAAA")
+			assert.Equal(t, tc.after, string(leg.Bytes()))
+			assert.Equal(t, tc.body, string(root.Bytes()), "the body the leg was cloned from is untouched")
+		})
+	}
+}

@@ -16,6 +16,8 @@ const (
 	FormatChat        Format = iota + 1 // POST /v1/chat/completions
 	FormatCompletions                   // POST /v1/completions
 	FormatGenerate                      // POST /inference/v1/generate (tokens-in)
+	FormatResponses                     // POST /v1/responses (OpenAI Responses)
+	FormatMessages                      // POST /v1/messages (Anthropic Messages)
 )
 
 // Worker paths.
@@ -23,6 +25,8 @@ const (
 	PathChat        = "/v1/chat/completions"
 	PathCompletions = "/v1/completions"
 	PathGenerate    = "/inference/v1/generate"
+	PathResponses   = "/v1/responses"
+	PathMessages    = "/v1/messages"
 )
 
 // Path is the worker path of the format.
@@ -32,6 +36,10 @@ func (f Format) Path() string {
 		return PathChat
 	case FormatCompletions:
 		return PathCompletions
+	case FormatResponses:
+		return PathResponses
+	case FormatMessages:
+		return PathMessages
 	default:
 		return PathGenerate
 	}
@@ -46,19 +54,43 @@ func (f Format) String() string {
 		return "completions"
 	case FormatGenerate:
 		return "generate"
+	case FormatResponses:
+		return "responses"
+	case FormatMessages:
+		return "messages"
 	default:
 		return "unknown"
 	}
 }
 
+// TakesKVParams reports whether the vLLM endpoint of f reads
+// kv_transfer_params, so that a prefill leg in f can hand its KV to a decode
+// leg in f. Every one does but Responses: vLLM's ResponsesRequest
+// (vllm/entrypoints/openai/responses/protocol.py) has no such field and
+// builds its sampling params' extra_args from vllm_xargs alone, whose
+// values cannot be objects; unknown fields are ignored. A Responses request
+// is decoded where it is served, without a prefill leg
+// (docs/responses-messages.md).
+func (f Format) TakesKVParams() bool { return f != FormatResponses }
+
+// TakesECParams reports whether the vLLM endpoint of f reads
+// ec_transfer_params, so that an encode leg's cache can reach the prefill
+// leg in f. Not Responses (above) nor Messages: vLLM's
+// AnthropicMessagesRequest (vllm/entrypoints/anthropic/protocol.py) has
+// kv_transfer_params but no ec_transfer_params, and its serving copies only
+// the former into the chat request it runs.
+func (f Format) TakesECParams() bool { return f != FormatResponses && f != FormatMessages }
+
 // ResolveFormat is the format an encode or prefill leg is written in (and
 // the path it posts to), given the client's API and the step's
-// use_openai_format: a completions request stays completions; otherwise the
-// flag off means the tokens-in generate format, on means the client's own.
+// use_openai_format: a completions request stays completions, and so does
+// a Messages request (nothing renders it into token IDs for generate);
+// otherwise the flag off means the tokens-in generate format, on means the
+// client's own.
 func ResolveFormat(inbound Format, useOpenAIFormat bool) Format {
 	switch {
-	case inbound == FormatCompletions:
-		return FormatCompletions
+	case inbound == FormatCompletions, inbound == FormatMessages:
+		return inbound
 	case !useOpenAIFormat:
 		return FormatGenerate
 	default:

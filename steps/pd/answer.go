@@ -86,17 +86,21 @@ func ReadPrefillAnswer(resp *http.Response, leg string, f legs.Format) (json.Raw
 	return legs.ObjectMember(obj, keyKVTransferParams), a, nil
 }
 
-// answerCachedTokens reads usage.prompt_tokens_details.cached_tokens.
+// answerCachedTokens reads the answer's prompt-cache count in format f's
+// usage shape: usage.prompt_tokens_details.cached_tokens (OpenAI),
+// usage.input_tokens_details.cached_tokens (Responses),
+// usage.cache_read_input_tokens (Messages).
 func answerCachedTokens(obj *jsonbody.Object, f legs.Format) (int64, bool) {
+	sh := shapeOf(f)
 	usage, ok := memberObject(obj, keyUsage)
 	if !ok {
 		return 0, false
 	}
-	details, ok := memberObject(usage, keyPromptTokensDetails)
+	counts, ok := sh.counts(usage)
 	if !ok {
-		return 0, f == legs.FormatGenerate && !hasValue(usage, keyPromptTokensDetails)
+		return 0, f == legs.FormatGenerate && !hasValue(usage, sh.details)
 	}
-	n, ok := memberInt(details, keyCachedTokens)
+	n, ok := memberInt(counts, sh.cached)
 	return n, ok && n >= 0
 }
 
@@ -184,7 +188,7 @@ func (s *clientAnswer) Response(status int, contentType string, body []byte) err
 }
 
 // Events implements relay.Sink.
-func (s *clientAnswer) Events(data [][]byte) error {
+func (s *clientAnswer) Events(data [][]byte, names []string) error {
 	batch := data
 	for i, ev := range data {
 		out, ok := s.event(ev)
@@ -197,7 +201,7 @@ func (s *clientAnswer) Events(data [][]byte) error {
 		}
 		batch[i] = out
 	}
-	return s.next.Events(batch)
+	return s.next.Events(batch, names)
 }
 
 // event edits one event; ok is false when it goes on as it came.
@@ -224,17 +228,31 @@ func (s *clientAnswer) event(ev []byte) ([]byte, bool) {
 	return obj.Bytes(), true
 }
 
-// record keeps the answer's usage, if it has one, as the request's.
+// record keeps the answer's usage, if it has one, as the request's: the
+// counts it reports replace those recorded before (a Messages stream
+// reports the prompt's in message_start, the output's in message_delta).
 func (s *clientAnswer) record(obj *jsonbody.Object) {
-	usage, ok := memberObject(obj, keyUsage)
+	sh := shapeOf(s.format)
+	h, _ := sh.holder(obj)
+	if h == nil {
+		return
+	}
+	usage, ok := memberObject(h, keyUsage)
 	if !ok {
 		return
 	}
-	u := Usage{Reported: true}
-	u.PromptTokens, _ = memberInt(usage, keyPromptTokens)
-	u.CompletionTokens, _ = memberInt(usage, keyCompletionTokens)
-	if details, ok := memberObject(usage, keyPromptTokensDetails); ok {
-		u.CachedTokens, _ = memberInt(details, keyCachedTokens)
+	u := *s.usage
+	u.Reported = true
+	if n, ok := memberInt(usage, sh.prompt); ok {
+		u.PromptTokens = n
+	}
+	if n, ok := memberInt(usage, sh.completion); ok {
+		u.CompletionTokens = n
+	}
+	if counts, ok := sh.counts(usage); ok {
+		if n, ok := memberInt(counts, sh.cached); ok {
+			u.CachedTokens = n
+		}
 	}
 	*s.usage = u
 }
@@ -248,29 +266,39 @@ func (s *clientAnswer) record(obj *jsonbody.Object) {
 // prompt_tokens, completion_tokens and total_tokens stay the decode
 // worker's. It reports whether it changed obj.
 func billUsage(obj *jsonbody.Object, a PrefillAnswer, client legs.Format) bool {
-	usage, ok := memberObject(obj, keyUsage)
+	sh := shapeOf(client)
+	h, wrapped := sh.holder(obj)
+	if h == nil {
+		return false
+	}
+	usage, ok := memberObject(h, keyUsage)
 	if !ok {
 		return false
 	}
-	details, ok := memberObject(usage, keyPromptTokensDetails)
+	counts, ok := sh.counts(usage)
 	if !ok {
 		return false
 	}
-	_, had := details.Get(keyCachedTokens)
+	_, had := counts.Get(sh.cached)
 	switch {
 	case a.HasCachedTokens && (a.CachedTokens > 0 || client != legs.FormatGenerate):
-		details.Set(keyCachedTokens, appendInt(nil, a.CachedTokens))
+		counts.Set(sh.cached, appendInt(nil, a.CachedTokens))
 	case had:
-		details.Delete(keyCachedTokens)
+		counts.Delete(sh.cached)
 	default:
 		return false
 	}
-	if details.Len() == 0 {
-		usage.Delete(keyPromptTokensDetails)
-	} else {
-		usage.Set(keyPromptTokensDetails, details.Bytes())
+	if sh.details != "" {
+		if counts.Len() == 0 {
+			usage.Delete(sh.details)
+		} else {
+			usage.Set(sh.details, counts.Bytes())
+		}
 	}
-	obj.Set(keyUsage, usage.Bytes())
+	h.Set(keyUsage, usage.Bytes())
+	if wrapped {
+		obj.Set(sh.wrapper, h.Bytes())
+	}
 	return true
 }
 

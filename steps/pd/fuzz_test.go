@@ -53,7 +53,7 @@ func FuzzPDAnswer(f *testing.F) {
 			s := AnswerSink(sink, Request{Format: f, Stream: stream, Prefill: &answer, Usage: &usage})
 			var out []byte
 			if stream {
-				require.NoError(t, s.Events([][]byte{decode, []byte("[DONE]")}))
+				require.NoError(t, s.Events([][]byte{decode, []byte("[DONE]")}, nil))
 				require.Len(t, sink.Received, 2)
 				out = sink.Received[0]
 				assert.Equal(t, "[DONE]", string(sink.Received[1]))

@@ -13,6 +13,7 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/coordinator-project/coordinator/steps/legs"
 )
@@ -27,9 +28,11 @@ type Sink interface {
 	Header(h http.Header)
 	// Response delivers a whole answer: status, content type and body.
 	Response(status int, contentType string, body []byte) error
-	// Events delivers the data of server-sent events that arrived together;
-	// the slices are valid only during the call.
-	Events(data [][]byte) error
+	// Events delivers the data of server-sent events that arrived together,
+	// and their types (names: nil when none of them has an "event:" field,
+	// else parallel to data, "" for an event without one); the slices are
+	// valid only during the call.
+	Events(data [][]byte, names []string) error
 }
 
 // Answer passes a worker's 2xx answer to the sink: its header, then each
@@ -66,8 +69,11 @@ var eventReaders = sync.Pool{New: func() any { return &eventReader{br: bufio.New
 // relayEvents reads a text/event-stream and hands the events' data to the
 // sink in batches: a batch goes out as soon as no further complete line is
 // already buffered, so events that arrived together travel on together and
-// none waits for the next read. Comments and fields other than data are
-// dropped; a multi-line data field is joined with "\n" as the SSE spec says.
+// none waits for the next read. Each event's type (its "event:" field, the
+// Responses and Messages streams name every event) goes with its data;
+// comments and the other fields are dropped; a multi-line data field is
+// joined with "\n" as the SSE spec says. An event with a type but no data
+// is not dispatched (SSE spec).
 func relayEvents(r io.Reader, sink Sink) error {
 	er := eventReaders.Get().(*eventReader)
 	br, b := er.br, &er.b
@@ -75,6 +81,7 @@ func relayEvents(r io.Reader, sink Sink) error {
 	defer func() {
 		br.Reset(nil)
 		b.buf, b.ends, b.open = b.buf[:0], b.ends[:0], false
+		b.names, b.name, b.named = b.names[:0], "", false
 		if cap(b.buf) <= 1<<20 { // do not keep one huge event's buffer
 			eventReaders.Put(er)
 		}
@@ -100,6 +107,12 @@ func relayEvents(r io.Reader, sink Sink) error {
 			}
 			continue
 		}
+		if name, ok := bytes.CutPrefix(line, []byte("event:")); ok {
+			if err := b.setName(bytes.TrimPrefix(name, []byte(" "))); err != nil {
+				return fmt.Errorf("read event stream: %w", err)
+			}
+			continue
+		}
 		value, ok := bytes.CutPrefix(line, []byte("data:"))
 		if !ok {
 			if string(line) != "data" {
@@ -121,6 +134,29 @@ type batch struct {
 	open   bool  // an event has data lines but no blank line yet
 	start  int   // where the open event starts
 	events [][]byte
+	// names are the complete events' types, parallel to ends; name is the
+	// open event's; named: some complete event of the batch has one.
+	names []string
+	name  string
+	named bool
+	last  string // the last type read
+}
+
+// maxNameSize bounds an event's type.
+const maxNameSize = 256
+
+// setName sets the type of the event being read (the last "event:" field
+// of an event wins, as the SSE spec says). A type travels as a proto
+// string: it must be UTF-8.
+func (b *batch) setName(name []byte) error {
+	if len(name) > maxNameSize || !utf8.Valid(name) {
+		return fmt.Errorf("event type not UTF-8 or longer than %d bytes", maxNameSize)
+	}
+	if string(name) != b.last { // the previous event's type again costs no allocation
+		b.last = string(name)
+	}
+	b.name = b.last
+	return nil
 }
 
 // add appends one data line to the open event.
@@ -141,8 +177,11 @@ func (b *batch) add(value []byte) error {
 func (b *batch) end() {
 	if b.open {
 		b.ends = append(b.ends, len(b.buf))
+		b.names = append(b.names, b.name)
+		b.named = b.named || b.name != ""
 		b.open = false
 	}
+	b.name = ""
 }
 
 // flush hands the complete events to the sink and empties the batch.
@@ -156,8 +195,12 @@ func (b *batch) flush(sink Sink) error {
 		b.events = append(b.events, b.buf[start:end:end])
 		start = end
 	}
-	err := sink.Events(b.events)
-	b.buf, b.ends = b.buf[:0], b.ends[:0]
+	var names []string
+	if b.named {
+		names = b.names
+	}
+	err := sink.Events(b.events, names)
+	b.buf, b.ends, b.names, b.named = b.buf[:0], b.ends[:0], b.names[:0], false
 	return err
 }
 

@@ -24,19 +24,29 @@ func response(contentType, body string) *http.Response {
 
 func TestRelayEvents(t *testing.T) {
 	t.Parallel()
+	// names: each event's type ("" for none), when the case is about them.
 	tests := []struct {
-		name string
-		body string
-		want []string
+		name  string
+		body  string
+		want  []string
+		names []string
 	}{
 		{name: "openai chunks and done", body: "data: {\"a\":1}\n\ndata: {\"a\":2}\n\ndata: [DONE]\n\n", want: []string{`{"a":1}`, `{"a":2}`, "[DONE]"}},
 		{name: "crlf line endings", body: "data: x\r\n\r\ndata: y\r\n\r\n", want: []string{"x", "y"}},
 		{name: "no space after colon", body: "data:x\n\n", want: []string{"x"}},
 		{name: "multi-line data joined", body: "data: a\ndata: b\n\n", want: []string{"a\nb"}},
-		{name: "comments and other fields dropped", body: ": ping\nevent: message\nid: 7\ndata: x\n\n", want: []string{"x"}},
+		{name: "comments and other fields dropped", body: ": ping\nid: 7\nretry: 5\ndata: x\n\n", want: []string{"x"}},
 		{name: "last event without blank line", body: "data: x\n\ndata: tail", want: []string{"x", "tail"}},
 		{name: "empty stream", body: "", want: []string{}},
 		{name: "long event beyond the read buffer", body: "data: " + strings.Repeat("z", 100<<10) + "\n\n", want: []string{strings.Repeat("z", 100<<10)}},
+		// Typed events (the Responses and Messages streams) keep their types.
+		{name: "typed events", body: "event: message_start\ndata: {\"a\":1}\n\nevent: ping\ndata: {}\n\nevent: message_stop\ndata: {\"b\":2}\n\n",
+			want: []string{`{"a":1}`, `{}`, `{"b":2}`}, names: []string{"message_start", "ping", "message_stop"}},
+		{name: "typed, no space, crlf", body: "event:response.created\r\ndata:{}\r\n\r\n", want: []string{`{}`}, names: []string{"response.created"}},
+		{name: "typed and untyped", body: "data: x\n\nevent: e\ndata: y\n\n", want: []string{"x", "y"}, names: []string{"", "e"}},
+		{name: "last type wins", body: "event: a\nevent: b\ndata: x\n\n", want: []string{"x"}, names: []string{"b"}},
+		{name: "a type without data is not dispatched", body: "event: a\n\ndata: x\n\n", want: []string{"x"}, names: []string{""}},
+		{name: "untyped", body: "data: x\n\n", want: []string{"x"}, names: []string{""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,8 +54,19 @@ func TestRelayEvents(t *testing.T) {
 			sink := &steptest.Sink{}
 			require.NoError(t, Answer(response("text/event-stream; charset=utf-8", tt.body), sink))
 			assert.Equal(t, tt.want, sink.EventStrings())
+			if tt.names != nil {
+				assert.Equal(t, tt.names, sink.Names)
+			}
 			assert.Zero(t, sink.Status, "a stream is not a whole response")
 		})
+	}
+}
+
+func TestRelayRefusesABadEventType(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"\xff", strings.Repeat("a", maxNameSize+1)} {
+		err := Answer(response("text/event-stream", "event: "+name+"\ndata: x\n\n"), &steptest.Sink{})
+		assert.ErrorContains(t, err, "event type not UTF-8 or longer than")
 	}
 }
 

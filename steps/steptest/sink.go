@@ -16,6 +16,8 @@ type Sink struct {
 	Headers []http.Header
 	// Received holds each event's data, in order.
 	Received [][]byte
+	// Names holds each event's type, parallel to Received ("" for none).
+	Names []string
 	// Batches holds the number of events of each Events call.
 	Batches []int
 	// FailAfter, if > 0, makes Events fail once that many events were
@@ -41,15 +43,20 @@ func (s *Sink) Response(status int, contentType string, body []byte) error {
 }
 
 // Events implements steps.Sink; it copies data and records the batch.
-func (s *Sink) Events(data [][]byte) error {
+func (s *Sink) Events(data [][]byte, names []string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.Batches = append(s.Batches, len(data))
-	for _, d := range data {
+	for i, d := range data {
 		if s.FailAfter > 0 && len(s.Received) >= s.FailAfter {
 			return s.Err
 		}
 		s.Received = append(s.Received, append([]byte(nil), d...))
+		name := ""
+		if names != nil {
+			name = names[i]
+		}
+		s.Names = append(s.Names, name)
 	}
 	return nil
 }

@@ -36,6 +36,12 @@ const (
 	Endpoint_ENDPOINT_COMPLETIONS Endpoint = 2
 	// POST /inference/v1/generate (vLLM tokens-in).
 	Endpoint_ENDPOINT_GENERATE Endpoint = 3
+	// POST /v1/responses (OpenAI Responses API, stateless: "store": true and
+	// "previous_response_id" are refused).
+	Endpoint_ENDPOINT_RESPONSES Endpoint = 4
+	// POST /v1/messages (Anthropic Messages API); errors are Anthropic error
+	// objects.
+	Endpoint_ENDPOINT_MESSAGES Endpoint = 5
 )
 
 // Enum value maps for Endpoint.
@@ -45,12 +51,16 @@ var (
 		1: "ENDPOINT_CHAT_COMPLETIONS",
 		2: "ENDPOINT_COMPLETIONS",
 		3: "ENDPOINT_GENERATE",
+		4: "ENDPOINT_RESPONSES",
+		5: "ENDPOINT_MESSAGES",
 	}
 	Endpoint_value = map[string]int32{
 		"ENDPOINT_UNSPECIFIED":      0,
 		"ENDPOINT_CHAT_COMPLETIONS": 1,
 		"ENDPOINT_COMPLETIONS":      2,
 		"ENDPOINT_GENERATE":         3,
+		"ENDPOINT_RESPONSES":        4,
+		"ENDPOINT_MESSAGES":         5,
 	}
 )
 
@@ -818,7 +828,13 @@ func (x *OpenAIResponse) GetJson() []byte {
 type OpenAIEvents struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Each event's data, unchanged: a JSON chunk, or "[DONE]" at the end.
-	Data          [][]byte `protobuf:"bytes,1,rep,name=data,proto3" json:"data,omitempty"`
+	Data [][]byte `protobuf:"bytes,1,rep,name=data,proto3" json:"data,omitempty"`
+	// Each event's type (its "event:" field), parallel to data: entry i
+	// names event i. Empty when no event of the message has one (chat and
+	// completions streams); "" for an event without one. The Responses
+	// ("response.output_text.delta", ...) and Messages ("message_start",
+	// ...) streams name every event.
+	Event         []string `protobuf:"bytes,2,rep,name=event,proto3" json:"event,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -856,6 +872,13 @@ func (*OpenAIEvents) Descriptor() ([]byte, []int) {
 func (x *OpenAIEvents) GetData() [][]byte {
 	if x != nil {
 		return x.Data
+	}
+	return nil
+}
+
+func (x *OpenAIEvents) GetEvent() []string {
+	if x != nil {
+		return x.Event
 	}
 	return nil
 }
@@ -1897,9 +1920,10 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\vstatus_code\x18\x01 \x01(\x05R\n" +
 	"statusCode\x12!\n" +
 	"\fcontent_type\x18\x02 \x01(\tR\vcontentType\x12\x12\n" +
-	"\x04json\x18\x03 \x01(\fR\x04json\"\"\n" +
+	"\x04json\x18\x03 \x01(\fR\x04json\"8\n" +
 	"\fOpenAIEvents\x12\x12\n" +
-	"\x04data\x18\x01 \x03(\fR\x04data\"\xb6\x04\n" +
+	"\x04data\x18\x01 \x03(\fR\x04data\x12\x14\n" +
+	"\x05event\x18\x02 \x03(\tR\x05event\"\xb6\x04\n" +
 	"\rTokensRequest\x12\x1d\n" +
 	"\x05model\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x10\x01R\x05model\x12%\n" +
 	"\ttoken_ids\x18\x02 \x03(\rB\b\xbaH\x05\x92\x01\x02\b\x01R\btokenIds\x12:\n" +
@@ -2007,20 +2031,22 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x04body\x18\x04 \x01(\fR\x04body\x12\x14\n" +
 	"\x05relay\x18\x05 \x01(\bR\x05relay\x12\x18\n" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x12\x14\n" +
-	"\x05param\x18\a \x01(\tR\x05param*t\n" +
+	"\x05param\x18\a \x01(\tR\x05param*\xa3\x01\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\x14ENDPOINT_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ENDPOINT_CHAT_COMPLETIONS\x10\x01\x12\x18\n" +
 	"\x14ENDPOINT_COMPLETIONS\x10\x02\x12\x15\n" +
-	"\x11ENDPOINT_GENERATE\x10\x03*x\n" +
+	"\x11ENDPOINT_GENERATE\x10\x03\x12\x16\n" +
+	"\x12ENDPOINT_RESPONSES\x10\x04\x12\x15\n" +
+	"\x11ENDPOINT_MESSAGES\x10\x05*x\n" +
 	"\fFinishReason\x12\x1d\n" +
 	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
 	"\x14FINISH_REASON_LENGTH\x10\x02\x12\x17\n" +
-	"\x13FINISH_REASON_ABORT\x10\x032\xab\x05\n" +
-	"\x12CoordinatorService\x12\xbf\x01\n" +
-	"\bGenerate\x12\x1f.coordinator.v1.GenerateRequest\x1a .coordinator.v1.GenerateResponse\"p\x82\xd3\xe4\x93\x02j:\vopenai.jsonZ\x1e:\vopenai.json\"\x0f/v1/completionsZ%:\vopenai.json\"\x16/inference/v1/generate\"\x14/v1/chat/completions\x12\xe9\x01\n" +
-	"\x0eGenerateStream\x12%.coordinator.v1.GenerateStreamRequest\x1a&.coordinator.v1.GenerateStreamResponse\"\x85\x01\x82\xd3\xe4\x93\x02\x7f:\vopenai.jsonZ%:\vopenai.json\"\x16/v1/completions:streamZ,:\vopenai.json\"\x1d/inference/v1/generate:stream\"\x1b/v1/chat/completions:stream0\x01\x12n\n" +
+	"\x13FINISH_REASON_ABORT\x10\x032\xb2\x06\n" +
+	"\x12CoordinatorService\x12\xfc\x01\n" +
+	"\bGenerate\x12\x1f.coordinator.v1.GenerateRequest\x1a .coordinator.v1.GenerateResponse\"\xac\x01\x82\xd3\xe4\x93\x02\xa5\x01:\vopenai.jsonZ\x1e:\vopenai.json\"\x0f/v1/completionsZ%:\vopenai.json\"\x16/inference/v1/generateZ\x1c:\vopenai.json\"\r/v1/responsesZ\x1b:\vopenai.json\"\f/v1/messages\"\x14/v1/chat/completions\x12\xb3\x02\n" +
+	"\x0eGenerateStream\x12%.coordinator.v1.GenerateStreamRequest\x1a&.coordinator.v1.GenerateStreamResponse\"\xcf\x01\x82\xd3\xe4\x93\x02\xc8\x01:\vopenai.jsonZ%:\vopenai.json\"\x16/v1/completions:streamZ,:\vopenai.json\"\x1d/inference/v1/generate:streamZ#:\vopenai.json\"\x14/v1/responses:streamZ\":\vopenai.json\"\x13/v1/messages:stream\"\x1b/v1/chat/completions:stream0\x01\x12n\n" +
 	"\n" +
 	"GetRequest\x12!.coordinator.v1.GetRequestRequest\x1a\".coordinator.v1.GetRequestResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/requests/{id}\x12w\n" +
 	"\rDeleteRequest\x12$.coordinator.v1.DeleteRequestRequest\x1a%.coordinator.v1.DeleteRequestResponse\"\x19\x82\xd3\xe4\x93\x02\x13*\x11/v1/requests/{id}BMZKgithub.com/coordinator-project/coordinator/gen/coordinator/v1;coordinatorv1b\x06proto3"

@@ -206,6 +206,120 @@ func local_request_CoordinatorService_Generate_2(ctx context.Context, marshaler 
 	return msg, metadata, err
 }
 
+var filter_CoordinatorService_Generate_3 = &utilities.DoubleArray{Encoding: map[string]int{"openai": 0, "json": 1}, Base: []int{1, 1, 1, 0}, Check: []int{0, 1, 2, 3}}
+
+func request_CoordinatorService_Generate_3(ctx context.Context, marshaler runtime.Marshaler, client CoordinatorServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GenerateRequest
+		metadata runtime.ServerMetadata
+	)
+	if protoReq.Input == nil {
+		protoReq.Input = &GenerateRequest_Openai{}
+	} else if _, ok := protoReq.Input.(*GenerateRequest_Openai); !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "expect type: *GenerateRequest_Openai, but: %t\n", protoReq.Input)
+	}
+	if protoReq.Input.(*GenerateRequest_Openai).Openai == nil {
+		protoReq.Input.(*GenerateRequest_Openai).Openai = &OpenAIRequest{}
+	}
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.Input.(*GenerateRequest_Openai).Openai.Json); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CoordinatorService_Generate_3); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.Generate(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_CoordinatorService_Generate_3(ctx context.Context, marshaler runtime.Marshaler, server CoordinatorServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GenerateRequest
+		metadata runtime.ServerMetadata
+	)
+	if protoReq.Input == nil {
+		protoReq.Input = &GenerateRequest_Openai{}
+	} else if _, ok := protoReq.Input.(*GenerateRequest_Openai); !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "expect type: *GenerateRequest_Openai, but: %t\n", protoReq.Input)
+	}
+	if protoReq.Input.(*GenerateRequest_Openai).Openai == nil {
+		protoReq.Input.(*GenerateRequest_Openai).Openai = &OpenAIRequest{}
+	}
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.Input.(*GenerateRequest_Openai).Openai.Json); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CoordinatorService_Generate_3); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.Generate(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_CoordinatorService_Generate_4 = &utilities.DoubleArray{Encoding: map[string]int{"openai": 0, "json": 1}, Base: []int{1, 1, 1, 0}, Check: []int{0, 1, 2, 3}}
+
+func request_CoordinatorService_Generate_4(ctx context.Context, marshaler runtime.Marshaler, client CoordinatorServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GenerateRequest
+		metadata runtime.ServerMetadata
+	)
+	if protoReq.Input == nil {
+		protoReq.Input = &GenerateRequest_Openai{}
+	} else if _, ok := protoReq.Input.(*GenerateRequest_Openai); !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "expect type: *GenerateRequest_Openai, but: %t\n", protoReq.Input)
+	}
+	if protoReq.Input.(*GenerateRequest_Openai).Openai == nil {
+		protoReq.Input.(*GenerateRequest_Openai).Openai = &OpenAIRequest{}
+	}
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.Input.(*GenerateRequest_Openai).Openai.Json); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CoordinatorService_Generate_4); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.Generate(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_CoordinatorService_Generate_4(ctx context.Context, marshaler runtime.Marshaler, server CoordinatorServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GenerateRequest
+		metadata runtime.ServerMetadata
+	)
+	if protoReq.Input == nil {
+		protoReq.Input = &GenerateRequest_Openai{}
+	} else if _, ok := protoReq.Input.(*GenerateRequest_Openai); !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "expect type: *GenerateRequest_Openai, but: %t\n", protoReq.Input)
+	}
+	if protoReq.Input.(*GenerateRequest_Openai).Openai == nil {
+		protoReq.Input.(*GenerateRequest_Openai).Openai = &OpenAIRequest{}
+	}
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.Input.(*GenerateRequest_Openai).Openai.Json); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CoordinatorService_Generate_4); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.Generate(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 var filter_CoordinatorService_GenerateStream_0 = &utilities.DoubleArray{Encoding: map[string]int{"openai": 0, "json": 1}, Base: []int{1, 1, 1, 0}, Check: []int{0, 1, 2, 3}}
 
 func request_CoordinatorService_GenerateStream_0(ctx context.Context, marshaler runtime.Marshaler, client CoordinatorServiceClient, req *http.Request, pathParams map[string]string) (CoordinatorService_GenerateStreamClient, runtime.ServerMetadata, error) {
@@ -306,6 +420,84 @@ func request_CoordinatorService_GenerateStream_2(ctx context.Context, marshaler 
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CoordinatorService_GenerateStream_2); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	stream, err := client.GenerateStream(ctx, &protoReq)
+	if err != nil {
+		return nil, metadata, err
+	}
+	header, err := stream.Header()
+	if err != nil {
+		return nil, metadata, err
+	}
+	metadata.HeaderMD = header
+	return stream, metadata, nil
+}
+
+var filter_CoordinatorService_GenerateStream_3 = &utilities.DoubleArray{Encoding: map[string]int{"openai": 0, "json": 1}, Base: []int{1, 1, 1, 0}, Check: []int{0, 1, 2, 3}}
+
+func request_CoordinatorService_GenerateStream_3(ctx context.Context, marshaler runtime.Marshaler, client CoordinatorServiceClient, req *http.Request, pathParams map[string]string) (CoordinatorService_GenerateStreamClient, runtime.ServerMetadata, error) {
+	var (
+		protoReq GenerateStreamRequest
+		metadata runtime.ServerMetadata
+	)
+	if protoReq.Input == nil {
+		protoReq.Input = &GenerateStreamRequest_Openai{}
+	} else if _, ok := protoReq.Input.(*GenerateStreamRequest_Openai); !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "expect type: *GenerateStreamRequest_Openai, but: %t\n", protoReq.Input)
+	}
+	if protoReq.Input.(*GenerateStreamRequest_Openai).Openai == nil {
+		protoReq.Input.(*GenerateStreamRequest_Openai).Openai = &OpenAIRequest{}
+	}
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.Input.(*GenerateStreamRequest_Openai).Openai.Json); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CoordinatorService_GenerateStream_3); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	stream, err := client.GenerateStream(ctx, &protoReq)
+	if err != nil {
+		return nil, metadata, err
+	}
+	header, err := stream.Header()
+	if err != nil {
+		return nil, metadata, err
+	}
+	metadata.HeaderMD = header
+	return stream, metadata, nil
+}
+
+var filter_CoordinatorService_GenerateStream_4 = &utilities.DoubleArray{Encoding: map[string]int{"openai": 0, "json": 1}, Base: []int{1, 1, 1, 0}, Check: []int{0, 1, 2, 3}}
+
+func request_CoordinatorService_GenerateStream_4(ctx context.Context, marshaler runtime.Marshaler, client CoordinatorServiceClient, req *http.Request, pathParams map[string]string) (CoordinatorService_GenerateStreamClient, runtime.ServerMetadata, error) {
+	var (
+		protoReq GenerateStreamRequest
+		metadata runtime.ServerMetadata
+	)
+	if protoReq.Input == nil {
+		protoReq.Input = &GenerateStreamRequest_Openai{}
+	} else if _, ok := protoReq.Input.(*GenerateStreamRequest_Openai); !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "expect type: *GenerateStreamRequest_Openai, but: %t\n", protoReq.Input)
+	}
+	if protoReq.Input.(*GenerateStreamRequest_Openai).Openai == nil {
+		protoReq.Input.(*GenerateStreamRequest_Openai).Openai = &OpenAIRequest{}
+	}
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.Input.(*GenerateStreamRequest_Openai).Openai.Json); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CoordinatorService_GenerateStream_4); err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	if req.Body != nil {
@@ -467,6 +659,46 @@ func RegisterCoordinatorServiceHandlerServer(ctx context.Context, mux *runtime.S
 		}
 		forward_CoordinatorService_Generate_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_CoordinatorService_Generate_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/coordinator.v1.CoordinatorService/Generate", runtime.WithHTTPPathPattern("/v1/responses"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_CoordinatorService_Generate_3(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CoordinatorService_Generate_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_CoordinatorService_Generate_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/coordinator.v1.CoordinatorService/Generate", runtime.WithHTTPPathPattern("/v1/messages"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_CoordinatorService_Generate_4(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CoordinatorService_Generate_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 
 	mux.Handle(http.MethodPost, pattern_CoordinatorService_GenerateStream_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
@@ -483,6 +715,20 @@ func RegisterCoordinatorServiceHandlerServer(ctx context.Context, mux *runtime.S
 	})
 
 	mux.Handle(http.MethodPost, pattern_CoordinatorService_GenerateStream_2, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
+		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+		return
+	})
+
+	mux.Handle(http.MethodPost, pattern_CoordinatorService_GenerateStream_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
+		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+		return
+	})
+
+	mux.Handle(http.MethodPost, pattern_CoordinatorService_GenerateStream_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
 		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
 		runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
@@ -619,6 +865,40 @@ func RegisterCoordinatorServiceHandlerClient(ctx context.Context, mux *runtime.S
 		}
 		forward_CoordinatorService_Generate_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_CoordinatorService_Generate_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/coordinator.v1.CoordinatorService/Generate", runtime.WithHTTPPathPattern("/v1/responses"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_CoordinatorService_Generate_3(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CoordinatorService_Generate_3(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_CoordinatorService_Generate_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/coordinator.v1.CoordinatorService/Generate", runtime.WithHTTPPathPattern("/v1/messages"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_CoordinatorService_Generate_4(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CoordinatorService_Generate_4(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_CoordinatorService_GenerateStream_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -670,6 +950,40 @@ func RegisterCoordinatorServiceHandlerClient(ctx context.Context, mux *runtime.S
 		}
 		forward_CoordinatorService_GenerateStream_2(annotatedContext, mux, outboundMarshaler, w, req, func() (proto.Message, error) { return resp.Recv() }, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_CoordinatorService_GenerateStream_3, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/coordinator.v1.CoordinatorService/GenerateStream", runtime.WithHTTPPathPattern("/v1/responses:stream"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_CoordinatorService_GenerateStream_3(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CoordinatorService_GenerateStream_3(annotatedContext, mux, outboundMarshaler, w, req, func() (proto.Message, error) { return resp.Recv() }, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_CoordinatorService_GenerateStream_4, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/coordinator.v1.CoordinatorService/GenerateStream", runtime.WithHTTPPathPattern("/v1/messages:stream"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_CoordinatorService_GenerateStream_4(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CoordinatorService_GenerateStream_4(annotatedContext, mux, outboundMarshaler, w, req, func() (proto.Message, error) { return resp.Recv() }, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodGet, pattern_CoordinatorService_GetRequest_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -711,9 +1025,13 @@ var (
 	pattern_CoordinatorService_Generate_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "chat", "completions"}, ""))
 	pattern_CoordinatorService_Generate_1       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "completions"}, ""))
 	pattern_CoordinatorService_Generate_2       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"inference", "v1", "generate"}, ""))
+	pattern_CoordinatorService_Generate_3       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "responses"}, ""))
+	pattern_CoordinatorService_Generate_4       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "messages"}, ""))
 	pattern_CoordinatorService_GenerateStream_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "chat", "completions"}, "stream"))
 	pattern_CoordinatorService_GenerateStream_1 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "completions"}, "stream"))
 	pattern_CoordinatorService_GenerateStream_2 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"inference", "v1", "generate"}, "stream"))
+	pattern_CoordinatorService_GenerateStream_3 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "responses"}, "stream"))
+	pattern_CoordinatorService_GenerateStream_4 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "messages"}, "stream"))
 	pattern_CoordinatorService_GetRequest_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "requests", "id"}, ""))
 	pattern_CoordinatorService_DeleteRequest_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "requests", "id"}, ""))
 )
@@ -722,9 +1040,13 @@ var (
 	forward_CoordinatorService_Generate_0       = runtime.ForwardResponseMessage
 	forward_CoordinatorService_Generate_1       = runtime.ForwardResponseMessage
 	forward_CoordinatorService_Generate_2       = runtime.ForwardResponseMessage
+	forward_CoordinatorService_Generate_3       = runtime.ForwardResponseMessage
+	forward_CoordinatorService_Generate_4       = runtime.ForwardResponseMessage
 	forward_CoordinatorService_GenerateStream_0 = runtime.ForwardResponseStream
 	forward_CoordinatorService_GenerateStream_1 = runtime.ForwardResponseStream
 	forward_CoordinatorService_GenerateStream_2 = runtime.ForwardResponseStream
+	forward_CoordinatorService_GenerateStream_3 = runtime.ForwardResponseStream
+	forward_CoordinatorService_GenerateStream_4 = runtime.ForwardResponseStream
 	forward_CoordinatorService_GetRequest_0     = runtime.ForwardResponseMessage
 	forward_CoordinatorService_DeleteRequest_0  = runtime.ForwardResponseMessage
 )

@@ -41,9 +41,10 @@ type CoordinatorServiceClient interface {
 	// Generate runs one request and returns the whole answer. An OpenAI body
 	// must not ask for "stream": true here; use GenerateStream.
 	//
-	// REST: POST /v1/chat/completions, /v1/completions and
-	// /inference/v1/generate with a non-streaming body are transcoded onto this
-	// method; the JSON body is openai.json, carried as bytes, unparsed. The
+	// REST: POST /v1/chat/completions, /v1/completions,
+	// /inference/v1/generate, /v1/responses (OpenAI Responses) and
+	// /v1/messages (Anthropic Messages) with a non-streaming body are
+	// transcoded onto this method; the JSON body is openai.json, carried as bytes, unparsed. The
 	// REST front sets openai.endpoint and request_id (query parameters of the
 	// bindings) from the route and the X-Request-Id header.
 	Generate(ctx context.Context, in *GenerateRequest, opts ...grpc.CallOption) (*GenerateResponse, error)
@@ -52,7 +53,7 @@ type CoordinatorServiceClient interface {
 	// incremental token IDs for tokens input. An OpenAI body must carry
 	// "stream": true.
 	//
-	// REST: the same three paths with "stream": true in the body are
+	// REST: the same five paths with "stream": true in the body are
 	// transcoded onto this method and answered as server-sent events. The
 	// REST front routes them to these ":stream" bindings, which are not
 	// reachable from outside.
@@ -142,9 +143,10 @@ type CoordinatorServiceServer interface {
 	// Generate runs one request and returns the whole answer. An OpenAI body
 	// must not ask for "stream": true here; use GenerateStream.
 	//
-	// REST: POST /v1/chat/completions, /v1/completions and
-	// /inference/v1/generate with a non-streaming body are transcoded onto this
-	// method; the JSON body is openai.json, carried as bytes, unparsed. The
+	// REST: POST /v1/chat/completions, /v1/completions,
+	// /inference/v1/generate, /v1/responses (OpenAI Responses) and
+	// /v1/messages (Anthropic Messages) with a non-streaming body are
+	// transcoded onto this method; the JSON body is openai.json, carried as bytes, unparsed. The
 	// REST front sets openai.endpoint and request_id (query parameters of the
 	// bindings) from the route and the X-Request-Id header.
 	Generate(context.Context, *GenerateRequest) (*GenerateResponse, error)
@@ -153,7 +155,7 @@ type CoordinatorServiceServer interface {
 	// incremental token IDs for tokens input. An OpenAI body must carry
 	// "stream": true.
 	//
-	// REST: the same three paths with "stream": true in the body are
+	// REST: the same five paths with "stream": true in the body are
 	// transcoded onto this method and answered as server-sent events. The
 	// REST front routes them to these ":stream" bindings, which are not
 	// reachable from outside.

@@ -177,6 +177,32 @@ describe("coordinator TypeScript SDK", { skip: address === "" ? "set COORDINATOR
     assert.equal(content, c.content);
   });
 
+  it("streams an Anthropic Messages answer as typed events", async () => {
+    const body = { model: "sim-model", max_tokens: 4, stream: true, messages: [{ role: "user", content: "Hello" }] };
+    const names: string[] = [];
+    for await (const msg of client.generateStream(
+      create(GenerateStreamRequestSchema, {
+        input: {
+          case: "openai",
+          value: { endpoint: Endpoint.MESSAGES, json: new TextEncoder().encode(JSON.stringify(body)) },
+        },
+      }),
+    )) {
+      if (msg.chunk.case !== "openai") {
+        assert.fail(`a ${msg.chunk.case} chunk`);
+      }
+      const events = msg.chunk.value;
+      assert.equal(events.event.length, events.data.length, "every event's type travels with it");
+      events.data.forEach((d, i) => {
+        assert.equal(JSON.parse(new TextDecoder().decode(d)).type, events.event[i]);
+      });
+      names.push(...events.event);
+    }
+    assert.equal(names[0], "message_start");
+    assert.equal(names.at(-1), "message_stop");
+    assert.equal(names.filter((n) => n === "content_block_delta").length, 4);
+  });
+
   it("rejects an invalid request with InvalidArgument naming the field", async () => {
     const cases: [string, TokensRequest][] = [
       ["tokens.token_ids", create(TokensRequestSchema, { model: "sim-model" })],

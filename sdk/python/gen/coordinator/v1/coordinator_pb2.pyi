@@ -10,6 +10,8 @@ DESCRIPTOR: _descriptor.FileDescriptor
 ENDPOINT_CHAT_COMPLETIONS: Endpoint
 ENDPOINT_COMPLETIONS: Endpoint
 ENDPOINT_GENERATE: Endpoint
+ENDPOINT_MESSAGES: Endpoint
+ENDPOINT_RESPONSES: Endpoint
 ENDPOINT_UNSPECIFIED: Endpoint
 FINISH_REASON_ABORT: FinishReason
 FINISH_REASON_LENGTH: FinishReason
@@ -93,10 +95,12 @@ class MultimodalFeatures(_message.Message):
     def __init__(self, mm_hashes: _Optional[_Iterable[str]] = ..., mm_placeholders: _Optional[_Iterable[_Union[Placeholder, _Mapping]]] = ..., kwargs_data: _Optional[_Iterable[_Union[KwargsItem, _Mapping]]] = ...) -> None: ...
 
 class OpenAIEvents(_message.Message):
-    __slots__ = ["data"]
+    __slots__ = ["data", "event"]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
     data: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, data: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    event: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, data: _Optional[_Iterable[bytes]] = ..., event: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class OpenAIRequest(_message.Message):
     __slots__ = ["endpoint", "json"]

@@ -59,9 +59,10 @@ class CoordinatorServiceServicer(object):
         """Generate runs one request and returns the whole answer. An OpenAI body
         must not ask for "stream": true here; use GenerateStream.
 
-        REST: POST /v1/chat/completions, /v1/completions and
-        /inference/v1/generate with a non-streaming body are transcoded onto this
-        method; the JSON body is openai.json, carried as bytes, unparsed. The
+        REST: POST /v1/chat/completions, /v1/completions,
+        /inference/v1/generate, /v1/responses (OpenAI Responses) and
+        /v1/messages (Anthropic Messages) with a non-streaming body are
+        transcoded onto this method; the JSON body is openai.json, carried as bytes, unparsed. The
         REST front sets openai.endpoint and request_id (query parameters of the
         bindings) from the route and the X-Request-Id header.
         """
@@ -75,7 +76,7 @@ class CoordinatorServiceServicer(object):
         incremental token IDs for tokens input. An OpenAI body must carry
         "stream": true.
 
-        REST: the same three paths with "stream": true in the body are
+        REST: the same five paths with "stream": true in the body are
         transcoded onto this method and answered as server-sent events. The
         REST front routes them to these ":stream" bindings, which are not
         reachable from outside.
