@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,6 +35,19 @@ type transferCase struct {
 	path     string
 	body     string
 	clean    string
+	// without are the legs the endpoint never runs (docs/responses-messages.md).
+	without []string
+}
+
+// runs is the pipeline's gateway legs that c's endpoint runs.
+func (c transferCase) runs(profiles []string) []string {
+	var out []string
+	for _, p := range profiles {
+		if !slices.Contains(c.without, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func transferCases(image bool) []transferCase {
@@ -42,14 +56,25 @@ func transferCases(image bool) []transferCase {
 		content = `[{"type":"text","text":"What is this?"},{"type":"image_url","image_url":{"url":"` + imageURL + `"}}]`
 	}
 	chat := `{"model":"sim-model","max_tokens":3,"messages":[{"role":"user","content":` + content + `}]`
+	messagesContent := `"Tell me about transfer params"`
+	if image {
+		messagesContent = `[{"type":"text","text":"What is this?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` +
+			strings.TrimPrefix(imageURL, "data:image/png;base64,") + `"}}]`
+	}
+	messages := `{"model":"sim-model","max_tokens":3,"messages":[{"role":"user","content":` + messagesContent + `}]`
 	cases := []transferCase{{
 		endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, path: "/v1/chat/completions",
 		body:  chat + `,"kv_transfer_params":` + clientParams + `,"ec_transfer_params":` + clientParams + `,"vllm_xargs":{"note":"kept","kv_transfer_params":` + clientParams + `}}`,
 		clean: chat + `,"vllm_xargs":{"note":"kept"}}`,
+	}, {
+		endpoint: coordinatorv1.Endpoint_ENDPOINT_MESSAGES, path: "/v1/messages", without: []string{"encode"},
+		body:  messages + `,"kv_transfer_params":` + clientParams + `,"ec_transfer_params":` + clientParams + `}`,
+		clean: messages + `}`,
 	}}
 	if image {
 		return cases
 	}
+	responses := `{"model":"sim-model","max_output_tokens":3,"input":"Tell me about transfer params"`
 	completions := `{"model":"sim-model","max_tokens":3,"prompt":"Tell me about transfer params"`
 	generate := `{"model":"sim-model","token_ids":[11,12,13,14,15,16,17,18],"sampling_params":{"max_tokens":3,"extra_args":{"note":"kept","kv_transfer_params":` + clientParams + `,"ec_transfer_params":` + clientParams + `}}`
 	return append(cases,
@@ -62,6 +87,11 @@ func transferCases(image bool) []transferCase {
 			endpoint: coordinatorv1.Endpoint_ENDPOINT_GENERATE, path: "/inference/v1/generate",
 			body:  generate + `,"kv_transfer_params":` + clientParams + `}`,
 			clean: `{"model":"sim-model","token_ids":[11,12,13,14,15,16,17,18],"sampling_params":{"max_tokens":3,"extra_args":{"note":"kept"}}}`,
+		},
+		transferCase{
+			endpoint: coordinatorv1.Endpoint_ENDPOINT_RESPONSES, path: "/v1/responses", without: []string{"encode", "prefill"},
+			body:  responses + `,"kv_transfer_params":` + clientParams + `,"vllm_xargs":{"ec_transfer_params":` + clientParams + `}}`,
+			clean: responses + `,"vllm_xargs":{}}`,
 		})
 }
 
@@ -114,7 +144,7 @@ func TestClientTransferParamsNeverReachAWorker(t *testing.T) {
 							assert.Equal(t, c.clean, string(l.Body), "%s %s: the decode leg is the client's bytes less its transfer params", api, c.path)
 						}
 					}
-					assert.Equal(t, p.profiles, profiles, "%s %s", api, c.path)
+					assert.Equal(t, c.runs(p.profiles), profiles, "%s %s", api, c.path)
 				}
 			}
 		})
@@ -130,6 +160,9 @@ func recordingGateway(t *testing.T) *steptest.Gateway {
 	})
 }
 
+// transferEndpoints are the endpoint labels of transferCases(false).
+var transferEndpoints = []string{"chat", "messages", "completions", "generate", "responses"}
+
 func TestClientTransferParamsDroppedAreCountedAndLogged(t *testing.T) {
 	t.Parallel()
 	gw := recordingGateway(t)
@@ -140,7 +173,7 @@ func TestClientTransferParamsDroppedAreCountedAndLogged(t *testing.T) {
 		return fmt.Sprintf(`coordinator_client_transfer_params_dropped_total{api=%q,endpoint=%q}`, api, endpoint)
 	}
 	for _, api := range []string{"rest", "grpc"} {
-		for _, ep := range []string{"chat", "completions", "generate"} {
+		for _, ep := range transferEndpoints {
 			before[series(api, ep)] = st.scrape(t, series(api, ep))
 			assert.Equal(t, "0", before[series(api, ep)], "the series exist from the start")
 		}
@@ -157,11 +190,11 @@ func TestClientTransferParamsDroppedAreCountedAndLogged(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp.Body))
 
 	for _, api := range []string{"rest", "grpc"} {
-		for _, ep := range []string{"chat", "completions", "generate"} {
+		for _, ep := range transferEndpoints {
 			assert.Equal(t, "1", st.scrape(t, series(api, ep)), "%s %s: one request carried params", api, ep)
 		}
 	}
-	assert.Equal(t, 6, strings.Count(logs.String(), `"msg":"client transfer params dropped"`), "each such request is logged once:\n%s", logs)
+	assert.Equal(t, 2*len(transferEndpoints), strings.Count(logs.String(), `"msg":"client transfer params dropped"`), "each such request is logged once:\n%s", logs)
 	assert.Contains(t, logs.String(), `"keys":["kv_transfer_params","ec_transfer_params","vllm_xargs.kv_transfer_params"]`)
 	legs := gw.Legs()
 	assert.Equal(t, clean, string(legs[len(legs)-1].Body), "a request without client params goes as it came")
