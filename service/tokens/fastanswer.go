@@ -86,23 +86,15 @@ func (s *fastScan) choice(c *generateChoice) bool {
 			return once(&seen, 1) && s.uint32(&c.Index)
 		case "token_ids":
 			return once(&seen, 2) && s.uint32s(&c.TokenIDs)
-		case "finish_reason":
-			if !once(&seen, 4) {
-				return false
-			}
-			if s.null() {
-				return true // UnmarshalJSON("null") leaves it unspecified
-			}
-			return s.stringValue(func(raw []byte) bool { return c.FinishReason.UnmarshalJSON(raw) == nil })
+		case "finish_reason": // UnmarshalJSON("null") leaves it unspecified
+			return s.nullOr(&seen, 4, func() bool {
+				return s.stringValue(func(raw []byte) bool { return c.FinishReason.UnmarshalJSON(raw) == nil })
+			})
 		case "logprobs":
-			if !once(&seen, 8) {
-				return false
-			}
-			if s.null() {
-				return true
-			}
-			c.Logprobs = &chatLogprobs{}
-			return s.logprobs(c.Logprobs)
+			return s.nullOr(&seen, 8, func() bool {
+				c.Logprobs = &chatLogprobs{}
+				return s.logprobs(c.Logprobs)
+			})
 		}
 		return s.unknown(key, "index", "token_ids", "finish_reason", "logprobs")
 	})
@@ -114,16 +106,12 @@ func (s *fastScan) logprobs(l *chatLogprobs) bool {
 		if string(key) != "content" {
 			return s.unknown(key, "content")
 		}
-		if !once(&seen, 1) {
-			return false
-		}
-		if s.null() {
-			return true
-		}
-		l.Content = make([]chatLogprob, 0, 1)
-		return s.array(func() bool {
-			l.Content = append(l.Content, chatLogprob{})
-			return s.logprob(&l.Content[len(l.Content)-1])
+		return s.nullOr(&seen, 1, func() bool {
+			l.Content = make([]chatLogprob, 0, 1)
+			return s.array(func() bool {
+				l.Content = append(l.Content, chatLogprob{})
+				return s.logprob(&l.Content[len(l.Content)-1])
+			})
 		})
 	})
 }
@@ -137,29 +125,28 @@ func (s *fastScan) logprob(e *chatLogprob) bool {
 		case "logprob":
 			return once(&seen, 2) && s.float32(&e.Logprob)
 		case "top_logprobs":
-			if !once(&seen, 4) {
-				return false
-			}
-			if s.null() {
-				return true
-			}
-			e.TopLogprobs = make([]topLogprob, 0, 8)
-			return s.array(func() bool {
-				e.TopLogprobs = append(e.TopLogprobs, topLogprob{})
-				t := &e.TopLogprobs[len(e.TopLogprobs)-1]
-				var seen uint8
-				return s.object(func(key []byte) bool {
-					switch string(key) {
-					case "token":
-						return once(&seen, 1) && s.token(&t.Token)
-					case "logprob":
-						return once(&seen, 2) && s.float32(&t.Logprob)
-					}
-					return s.unknown(key, "token", "logprob")
+			return s.nullOr(&seen, 4, func() bool {
+				e.TopLogprobs = make([]topLogprob, 0, 8)
+				return s.array(func() bool {
+					e.TopLogprobs = append(e.TopLogprobs, topLogprob{})
+					return s.topLogprob(&e.TopLogprobs[len(e.TopLogprobs)-1])
 				})
 			})
 		}
 		return s.unknown(key, "token", "logprob", "top_logprobs")
+	})
+}
+
+func (s *fastScan) topLogprob(t *topLogprob) bool {
+	var seen uint8
+	return s.object(func(key []byte) bool {
+		switch string(key) {
+		case "token":
+			return once(&seen, 1) && s.token(&t.Token)
+		case "logprob":
+			return once(&seen, 2) && s.float32(&t.Logprob)
+		}
+		return s.unknown(key, "token", "logprob")
 	})
 }
 
@@ -179,32 +166,34 @@ func (s *fastScan) usage(dst **generateUsage) bool {
 		case "total_tokens":
 			return once(&seen, 4) && s.uint32(&u.TotalTokens)
 		case "prompt_tokens_details":
-			if !once(&seen, 8) {
-				return false
-			}
-			if s.null() {
-				return true
-			}
-			u.PromptTokensDetails = &struct {
-				CachedTokens *uint32 `json:"cached_tokens"`
-			}{}
-			var seenDetails uint8
-			return s.object(func(key []byte) bool {
-				if string(key) != "cached_tokens" {
-					return s.unknown(key, "cached_tokens")
-				}
-				if !once(&seenDetails, 1) {
-					return false
-				}
-				if s.null() {
-					return true
-				}
-				u.PromptTokensDetails.CachedTokens = new(uint32)
-				return s.uint32(u.PromptTokensDetails.CachedTokens)
+			return s.nullOr(&seen, 8, func() bool {
+				u.PromptTokensDetails = &struct {
+					CachedTokens *uint32 `json:"cached_tokens"`
+				}{}
+				var seenDetails uint8
+				return s.object(func(key []byte) bool {
+					if string(key) != "cached_tokens" {
+						return s.unknown(key, "cached_tokens")
+					}
+					return s.nullOr(&seenDetails, 1, func() bool {
+						u.PromptTokensDetails.CachedTokens = new(uint32)
+						return s.uint32(u.PromptTokensDetails.CachedTokens)
+					})
+				})
 			})
 		}
 		return s.unknown(key, "prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details")
 	})
+}
+
+// nullOr reads a member once (once): a null leaves the field as it is,
+// as encoding/json leaves a nil pointer or slice; read reads anything
+// else.
+func (s *fastScan) nullOr(seen *uint8, bit uint8, read func() bool) bool {
+	if !once(seen, bit) {
+		return false
+	}
+	return s.null() || read()
 }
 
 // unknown skips the value of a member nobody reads, unless its key could
