@@ -36,8 +36,7 @@ func TestMergeTakesValuesByReference(t *testing.T) {
 	a := metadata.Pairs("x-request-id", "r1")
 	b := metadata.Pairs("server-timing", "decode;dur=1.0")
 	c := metadata.Pairs("content-type", "application/json")
-	var allocs float64
-	allocs = testing.AllocsPerRun(100, func() {
+	allocs := testing.AllocsPerRun(100, func() {
 		dst := merge(nil, a)
 		dst = merge(dst, b)
 		_ = merge(dst, c)
