@@ -37,10 +37,11 @@ func declaredLimit(maxMessage int) int64 { return int64(maxMessage) + 5 }
 // content-length metadata declares more than limit bytes (REST 413, as a
 // body past the cap), with a BadRequest naming content-length; nil
 // otherwise, a value that is not a length included. id is the request id
-// the message carries, if read.
+// the message carries, if read. It reads the one key it needs
+// (ValueFromIncomingContext, any case) rather than a copy of the whole
+// metadata: every call passes here, and that copy was three allocations.
 func refuseDeclared(ctx context.Context, limit int64, id string) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get(headerContentLength) {
+	for _, v := range metadata.ValueFromIncomingContext(ctx, headerContentLength) {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			continue

@@ -137,15 +137,9 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	}
 	ctx, span := tracing.StartRequestSpan(ctx, method, rc)
 	ctx = upstream.WithObserver(ctx, c.metrics)
-	rc.Timings = make([]steps.Timing, 0, 8)
-	answer := &answerSink{Sink: rc.Sink, interToken: c.metrics.InterToken(api, rc.Format.String()),
-		onHeader: func(h http.Header) { setAnswerHeader(ctx, h) },
-		onFirst: func() {
-			c.metrics.FirstByte(api, rc.Format.String(), time.Since(start))
-			if rc.Stream { // the header goes out with the first event
-				setServerTiming(ctx, rc.Timings)
-			}
-		}}
+	answer := &answerSink{Sink: rc.Sink, ctx: ctx, metrics: c.metrics, api: api, rc: rc, start: start,
+		interToken: c.metrics.InterToken(api, rc.Format.String())}
+	rc.Timings = answer.timings[:0]
 	rc.Sink = answer
 
 	err := refuse(rc, c.pipeline.Run(ctx, rc))

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -45,28 +46,38 @@ func setServerTiming(ctx context.Context, timings []steps.Timing) {
 	}
 }
 
-// answerSink watches the answer on its way to the client: it calls onFirst
-// before the first byte goes out and onHeader with the header of a worker's
-// answer it relays, counts the bytes, times the gaps between a stream's
-// events (interToken). Only a Sink's own goroutine calls it.
+// answerSink watches the answer on its way to the client: before the
+// first byte goes out it records the time to first byte (and a stream's
+// Server-Timing header), it sets the header of a worker's answer it
+// relays, counts the bytes, times the gaps between a stream's events
+// (interToken). Only a Sink's own goroutine calls it. It holds what it
+// needs of the call rather than closures over it, and the first timings'
+// room (rc.Timings), so that a request makes it in one allocation.
 type answerSink struct {
 	steps.Sink
-	onHeader   func(http.Header)
-	onFirst    func()
+	ctx        context.Context // the call's, for its header metadata
+	metrics    *metrics.Metrics
+	api        string
+	rc         *steps.RequestContext
+	start      time.Time // the request's arrival
 	interToken prometheus.Observer
 	started    bool
 	last       time.Time // when the previous events went out
 	bytes      int
+	timings    [8]steps.Timing // rc.Timings' first room
 }
 
 // Header implements steps.Sink: the sinks it wraps leave answer headers to
 // it.
-func (s *answerSink) Header(h http.Header) { s.onHeader(h) }
+func (s *answerSink) Header(h http.Header) { setAnswerHeader(s.ctx, h) }
 
 func (s *answerSink) first() {
 	if !s.started {
 		s.started = true
-		s.onFirst()
+		s.metrics.FirstByte(s.api, s.rc.Format.String(), time.Since(s.start))
+		if s.rc.Stream { // the header goes out with the first event
+			setServerTiming(s.ctx, s.rc.Timings)
+		}
 	}
 }
 

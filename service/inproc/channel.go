@@ -175,13 +175,20 @@ func (t *transportStream) SetHeader(md metadata.MD) error {
 
 // merge adds md's values to dst, which it makes if nil, as metadata.Join
 // would, without copying dst again at every call: a call sets its header
-// in several steps.
+// in several steps. A key new to dst takes md's values by reference, with
+// no room to grow: a later value for the key is appended to a copy, never
+// written into md's array, so md (a shared one, as admission's pushback
+// trailer) is never changed. The callers do not change md afterwards.
 func merge(dst, md metadata.MD) metadata.MD {
 	if dst == nil {
 		dst = make(metadata.MD, len(md))
 	}
 	for k, v := range md {
-		dst[k] = append(dst[k], v...) // a copy: dst owns its slices
+		if old, ok := dst[k]; ok {
+			dst[k] = append(old, v...)
+		} else {
+			dst[k] = v[:len(v):len(v)]
+		}
 	}
 	return dst
 }

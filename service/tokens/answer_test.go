@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -356,9 +357,9 @@ func TestJSONBodyEventAgrees(t *testing.T) {
 }
 
 // BenchmarkStreamEvent is the cost of turning one decode worker event into
-// the chunk's choices: the typed encoding/json struct the sink uses against
-// walking the event with internal/jsonbody, and the protobuf marshalling that
-// follows either.
+// the chunk's choices: what the sink does (fastAnswer, then the merge)
+// against decoding the event with encoding/json alone and walking it with
+// internal/jsonbody, and the protobuf marshalling that follows.
 func BenchmarkStreamEvent(b *testing.B) {
 	for _, k := range []int{-1, 0, 1, 5, 20} {
 		data := streamEvent(k)
@@ -367,6 +368,16 @@ func BenchmarkStreamEvent(b *testing.B) {
 			name = "logprobs=none"
 		}
 		b.Run(name+"/encoding-json", func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var a generateAnswer
+				if err := json.Unmarshal(data, &a); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/sink", func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
 			s := &StreamSink{}

@@ -304,10 +304,10 @@ func (c *Client) do(ctx, legCtx context.Context, r Request, span trace.Span) (*h
 	setBody(req, r)
 	h := req.Header
 	r.Header.WriteTo(h)
-	h["Content-Type"] = []string{"application/json"}
+	h["Content-Type"] = jsonContentType
 	h["X-Request-Id"] = []string{r.RequestID}
 	if r.Profile != "" {
-		h["Epp-Profile"] = []string{r.Profile}
+		h["Epp-Profile"] = profileValue(r.Profile)
 	}
 	if r.Prefer != "" {
 		h["Prefer"] = []string{r.Prefer}
@@ -333,6 +333,28 @@ func (c *Client) do(ctx, legCtx context.Context, r Request, span trace.Span) (*h
 		}
 	}
 	return resp, nil
+}
+
+// jsonContentType is every leg's Content-Type value. Legs share it, and
+// profileValue's, to spare each leg the allocations: net/http and the
+// header's readers never write into a header's values (Set replaces the
+// slice, Add appends to a copy: the length is the capacity).
+var jsonContentType = []string{"application/json"}
+
+// profileValues are the EPP-Profile header values of the three profiles.
+var profileValues = map[string][]string{
+	ProfileEncode:  {ProfileEncode},
+	ProfilePrefill: {ProfilePrefill},
+	ProfileDecode:  {ProfileDecode},
+}
+
+// profileValue is the EPP-Profile header value of profile: a shared one
+// for the three profiles, a new one for any other.
+func profileValue(profile string) []string {
+	if v, ok := profileValues[profile]; ok {
+		return v
+	}
+	return []string{profile}
 }
 
 // setBody gives req the body of r, with its length and a way to send it

@@ -1,0 +1,45 @@
+package inproc
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"google.golang.org/grpc/metadata"
+)
+
+func TestMergeLeavesTheCallersMetadata(t *testing.T) {
+	t.Parallel()
+	shared := metadata.Pairs("grpc-retry-pushback-ms", "1000")
+	first := metadata.Pairs("x-request-id", "r1", "server-timing", "decode;dur=1.0")
+	var dst metadata.MD
+	dst = merge(dst, first)
+	dst = merge(dst, shared)
+	dst = merge(dst, metadata.Pairs("x-request-id", "r2"))
+	dst = merge(dst, metadata.Pairs("grpc-retry-pushback-ms", "2000"))
+	assert.Equal(t, metadata.MD{
+		"x-request-id":           {"r1", "r2"},
+		"server-timing":          {"decode;dur=1.0"},
+		"grpc-retry-pushback-ms": {"1000", "2000"},
+	}, dst)
+	assert.Equal(t, metadata.Pairs("grpc-retry-pushback-ms", "1000"), shared)
+	assert.Equal(t, metadata.Pairs("x-request-id", "r1", "server-timing", "decode;dur=1.0"), first)
+	assert.Len(t, first["x-request-id"][:cap(first["x-request-id"])], 1, "nothing written past the caller's values")
+	// The same md twice on one call: its values twice, as metadata.Join.
+	twice := merge(merge(nil, shared), shared)
+	assert.Equal(t, []string{"1000", "1000"}, twice["grpc-retry-pushback-ms"])
+	assert.Equal(t, []string{"1000"}, shared["grpc-retry-pushback-ms"])
+}
+
+// TestMergeTakesValuesByReference: a header set in several steps costs
+// one map, not a copy of each value.
+func TestMergeTakesValuesByReference(t *testing.T) {
+	a := metadata.Pairs("x-request-id", "r1")
+	b := metadata.Pairs("server-timing", "decode;dur=1.0")
+	c := metadata.Pairs("content-type", "application/json")
+	allocs := testing.AllocsPerRun(100, func() {
+		dst := merge(nil, a)
+		dst = merge(dst, b)
+		_ = merge(dst, c)
+	})
+	assert.LessOrEqual(t, allocs, 2.0) // the map (and its growth), no value slices
+}

@@ -1,0 +1,74 @@
+package tokens
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fastAnswerSeeds are answers and events of the usual shapes, and near
+// misses fastAnswer must leave to encoding/json.
+var fastAnswerSeeds = []string{
+	`{"choices":[{"index":0,"token_ids":[1,2],"finish_reason":"length","logprobs":null}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,"prompt_tokens_details":{"cached_tokens":1}},"prompt_logprobs":[null,{"5":{"logprob":-1.5,"rank":1}}]}`,
+	`{"choices":[{"index":1,"token_ids":[],"finish_reason":null,"logprobs":{"content":[]}}],"usage":null}`,
+	` { "choices" : [ { "index" : 2 , "token_ids" : [ 7 ] , "logprobs" : { "content" : [ { "token" : "token_id:7" , "logprob" : -0.5e1 , "top_logprobs" : [ ] } ] } } ] } `,
+	`{"object":"error","message":"boom","type":"InternalServerError","code":503}`,
+	`{"error":{"message":"bad","code":400}}`,
+	`{"error":null,"choices":null}`,
+	`{"Choices":[]}`,
+	`{"choices":[],"choices":[]}`,
+	`{"chOices":[]}`,
+	`{"choices":[{"index":-1}]}`,
+	`{"choices":[{"index":4294967296}]}`,
+	`{"choices":[{"index":1.0}]}`,
+	`{"choices":[{"token_ids":[01]}]}`,
+	`{"choices":[{"logprobs":{"content":[{"token":"token_id:\u0031","logprob":1}]}}]}`,
+	`{"choices":[{"logprobs":{"content":[{"token":"token_id:1","logprob":1e39}]}}]}`,
+	`{"choices":[{"logprobs":{"content":[{"token":"tok","logprob":1}]}}]}`,
+	`{"choices":[{"finish_reason":5}]}`,
+	`{"usage":{"prompt_tokens_details":{"cached_tokens":null}}}`,
+	`{"extra":{"a":[1,true,false,null,"x",{"b":-0.0E+1}]},"choices":[]}`,
+	`{"\u0063hoices":[]}`,
+	"{\"choices\":[],\"x\":\"\x01\"}",
+	`{"choices":[]} x`,
+	`null`,
+	`{"choices":[null]}`,
+	`{"ſhoices":[]}`,
+}
+
+func TestFastAnswerReadsAsEncodingJSON(t *testing.T) {
+	t.Parallel()
+	for k := -1; k <= 20; k += 3 {
+		checkFastAnswer(t, streamEvent(k))
+	}
+	for _, s := range fastAnswerSeeds {
+		checkFastAnswer(t, []byte(s))
+	}
+	var fast generateAnswer
+	assert.True(t, fastAnswer(streamEvent(5), &fast), "the usual event is read without encoding/json")
+	assert.False(t, fastAnswer([]byte(`{"Choices":[]}`), &fast), "a key in another case is encoding/json's")
+}
+
+// checkFastAnswer: whatever fastAnswer takes, encoding/json takes and
+// reads the same.
+func checkFastAnswer(t *testing.T, data []byte) {
+	t.Helper()
+	var fast, slow generateAnswer
+	if !fastAnswer(data, &fast) {
+		return
+	}
+	require.NoError(t, json.Unmarshal(data, &slow), "%s", data)
+	require.Equal(t, slow, fast, "%s", data)
+}
+
+func FuzzFastAnswer(f *testing.F) {
+	for k := -1; k <= 5; k++ {
+		f.Add(streamEvent(k))
+	}
+	for _, s := range fastAnswerSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkFastAnswer(t, data) })
+}
