@@ -64,10 +64,7 @@ func (c *Coordinator) requestContext(ctx context.Context, id string, in *coordin
 		return rc, err
 	}
 	if dropped := rc.Doc.DropTransferParams(); dropped != nil {
-		api := apiOf(ctx)
-		c.metrics.ClientTransferParamsDropped(api, rc.Format.String())
-		c.log.InfoContext(ctx, "client transfer params dropped", "request_id", id, "api", api,
-			"endpoint", rc.Format.String(), "keys", dropped)
+		TransferParamsDropped(ctx, c.metrics, c.log, id, apiOf(ctx), rc.Format.String(), dropped)
 	}
 	return rc, nil
 }

@@ -11,8 +11,6 @@ import (
 	"github.com/coordinator-project/coordinator/service/tokens"
 )
 
-import ()
-
 // generateTokens serves a tokens input of Generate: the request becomes a
 // vLLM /inference/v1/generate body and runs through the pipeline like a REST
 // request to that path; the decode worker's answer becomes a TokensResponse.

@@ -24,8 +24,9 @@ import (
 // (protocol, grpc.component, grpc.service, grpc.method, grpc.method_type,
 // peer.address, grpc.start_time, grpc.request.deadline, grpc.code,
 // grpc.error, grpc.time_ms), and the request_id the call named. Unlike
-// that interceptor it builds the fields only for a line the logger takes: a call nobody logs (at log_level 1 and
-// 2, every successful one) costs a clock read.
+// that interceptor it builds the fields only for a line the logger takes:
+// a call nobody logs (at log_level 1 and 2, every successful one) costs a
+// clock read.
 type CallLog struct{ log *slog.Logger }
 
 // NewCallLog writes the lines to log.

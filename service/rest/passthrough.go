@@ -19,6 +19,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
+	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"
@@ -41,11 +42,12 @@ type passthrough struct {
 // ServePassthrough relays every path no route serves (/v1/models,
 // /v1/embeddings, /tokenize, ...) to the gateway with EPP-Profile: decode:
 // same method, path, query, body and forwardable headers, x-request-id
-// validated or regenerated; a JSON body loses the client's transfer
-// params (compat D23) unless server.trust_client_transfer_params is on. Each request is admitted by admission as a
+// validated or regenerated. Each request is admitted by admission as a
 // request (not a stream: what the answer is comes later), so it counts
 // against server.max_concurrent_requests and is drained at shutdown. The
-// body is streamed to the gateway under the max body size (413 past it);
+// body is streamed to the gateway under the max body size (413 past it),
+// but a JSON body, which is read whole to lose the client's transfer
+// params (compat D23) unless server.trust_client_transfer_params is on;
 // the answer is relayed as it comes, whatever its status, each read
 // flushed to the client, the server's write timeout replaced by
 // server.stream_write_timeout per write. No answer from the gateway is
@@ -299,9 +301,7 @@ func (h *Handler) dropTransferParams(r *http.Request, id string, data []byte) []
 	if dropped == nil {
 		return data
 	}
-	h.metrics.ClientTransferParamsDropped(metrics.APIREST, endpointPassthrough)
-	h.pass.log.InfoContext(r.Context(), "client transfer params dropped", "request_id", id, "api", metrics.APIREST,
-		"endpoint", endpointPassthrough, "path", r.URL.Path, "keys", dropped)
+	service.TransferParamsDropped(r.Context(), h.metrics, h.pass.log, id, metrics.APIREST, endpointPassthrough, dropped, "path", r.URL.Path)
 	return obj.Bytes()
 }
 
