@@ -44,10 +44,13 @@ type targetResult struct {
 	TTFB     []time.Duration `json:"ttfb_ns"`
 	Total    []time.Duration `json:"total_ns"`
 	Elapsed  time.Duration   `json:"elapsed_ns"`
-	CPU      time.Duration   `json:"cpu_ns"`        // the hop's CPU over the measured phases
-	SimCPU   time.Duration   `json:"sim_cpu_ns"`    // the simulator's CPU over the same phases
-	SelfCPU  time.Duration   `json:"client_cpu_ns"` // the bench's own (load generator) CPU
-	Syscalls int64           `json:"hop_syscalls"`  // the hop's read and write system calls
+	CPU      time.Duration   `json:"cpu_ns"`                   // the hop's CPU over the measured phases
+	SimCPU   time.Duration   `json:"sim_cpu_ns"`               // the simulator's CPU over the same phases
+	SelfCPU  time.Duration   `json:"client_cpu_ns"`            // the bench's own (load generator) CPU
+	Syscalls int64           `json:"hop_syscalls"`             // the hop's read and write system calls
+	RestRSS  int64           `json:"rest_rss_bytes,omitempty"` // the hop's VmRSS before its first measured phase (hop cells; restRSS)
+	PeakRSS  int64           `json:"peak_rss_bytes,omitempty"` // the hop's VmHWM over its measured phases (hop cells; peakRSS)
+	RSSErr   string          `json:"rss_error,omitempty"`      // why RestRSS and PeakRSS were not measured
 	Summary  summary         `json:"summary"`
 }
 
@@ -89,7 +92,9 @@ func newClient(maxConns int) *http.Client {
 
 // runCell measures sc at conc concurrent requests on every target: a
 // warm-up per target, then rounds of measured phases visiting the targets
-// in turn, so noise on the machine lands on all of them alike. It stops at
+// in turn, so noise on the machine lands on all of them alike. In a hop
+// (not cascade) cell it also reads each hop's resident set at rest before
+// its first measured phase and its peak after its last one. It stops at
 // the first failed request.
 func (l *loader) runCell(ctx context.Context, sc scenario, conc int, targets []target) (*cell, error) {
 	c := &cell{Scenario: sc.name, Concurrency: conc, Cascade: sc.cascade}
@@ -110,9 +115,15 @@ func (l *loader) runCell(ctx context.Context, sc scenario, conc int, targets []t
 		rate := 0.0 // requests per second the other targets are held to (sc.paced)
 		for _, i := range visitOrder(sc, len(targets)) {
 			r := c.Targets[i]
+			if round == 0 && !sc.cascade {
+				restRSS(targets[i], r)
+			}
 			before, elapsed := len(r.TTFB), r.Elapsed
 			if err := l.measure(ctx, targets[i], sc, conc, per, limit, rate, r); err != nil {
 				return c, targets[i].failed(err)
+			}
+			if round == l.rounds-1 && !sc.cascade {
+				peakRSS(targets[i], r)
 			}
 			if sc.paced && rate == 0 {
 				rate = float64(len(r.TTFB)-before) / (r.Elapsed - elapsed).Seconds()

@@ -124,8 +124,8 @@ func (l *loader) peakOf(ctx context.Context, t target, sc scenario, body []byte)
 	if idle, _, err = residentSet(pid); err != nil {
 		return 0, 0, err
 	}
-	if err := os.WriteFile("/proc/"+strconv.Itoa(pid)+"/clear_refs", []byte("5"), 0); err != nil {
-		return 0, 0, fmt.Errorf("reset the peak RSS: %w", err)
+	if err := resetPeakRSS(pid); err != nil {
+		return 0, 0, err
 	}
 	if err := l.probePost(ctx, t.base+sc.path, body); err != nil {
 		return 0, 0, err
@@ -170,6 +170,55 @@ func (l *loader) probePost(ctx context.Context, url string, body []byte) error {
 	}
 	if resp.StatusCode != http.StatusOK || !bytes.Contains(answer, []byte(`"choices"`)) {
 		return fmt.Errorf("status %d: %s", resp.StatusCode, snippet(answer))
+	}
+	return nil
+}
+
+// The hop cells read each hop process's resident set too: restRSS takes
+// VmRSS just before the target's first measured phase (warmed up, not
+// serving) and resets the high-water mark; peakRSS takes VmHWM after its
+// last one. The rounds interleave the targets, but each process has its
+// own mark, so the peak is the hop's own over its measured phases (and the
+// pauses between them). A probe that fails leaves the target's RSS not
+// measured (RSSErr) rather than failing the cell.
+
+// restRSS reads the resident set of t's hop (none for direct) into r and
+// resets its peak.
+func restRSS(t target, r *targetResult) {
+	if t.hop == nil {
+		return
+	}
+	pid := t.hop.PID()
+	rss, _, err := residentSet(pid)
+	if err == nil {
+		err = resetPeakRSS(pid)
+	}
+	if err != nil {
+		r.RSSErr = err.Error()
+		return
+	}
+	r.RestRSS = rss
+}
+
+// peakRSS reads the peak resident set of t's hop since restRSS into r,
+// unless restRSS failed.
+func peakRSS(t target, r *targetResult) {
+	if t.hop == nil || r.RSSErr != "" {
+		return
+	}
+	_, hwm, err := residentSet(t.hop.PID())
+	if err != nil {
+		r.RSSErr = err.Error()
+		return
+	}
+	r.PeakRSS = hwm
+}
+
+// resetPeakRSS resets the high-water mark of pid (VmHWM) to its current
+// resident set.
+func resetPeakRSS(pid int) error {
+	if err := os.WriteFile("/proc/"+strconv.Itoa(pid)+"/clear_refs", []byte("5"), 0); err != nil {
+		return fmt.Errorf("reset the peak RSS: %w", err)
 	}
 	return nil
 }

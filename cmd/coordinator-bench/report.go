@@ -16,6 +16,10 @@ import (
 // byte at most this many times the bare proxy's.
 const maxAddedRatio = 1.5
 
+// maxPeakRSSRatio is the goal of every hop cell: the coordinator's peak
+// resident set during the cell at most this many times the bare proxy's.
+const maxPeakRSSRatio = 1.5
+
 func writeHeader(w io.Writer, o options, hop []scenario) {
 	fmt.Fprintf(w, "coordinator-bench: %s %s/%s, %d CPUs, GOMAXPROCS %d, everything on 127.0.0.1\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0))
@@ -28,6 +32,7 @@ func writeHeader(w io.Writer, o options, hop []scenario) {
 	fmt.Fprintf(w, "CPU: utime+stime of each process from /proc/<pid>/stat (USER_HZ %d) over the measured phases, per request;\n", clockTicks)
 	fmt.Fprintf(w, "  hop = the proxy or coordinator process, sim = the simulator, client = this load generator;\n")
 	fmt.Fprintf(w, "  hop syscalls = its read and write system calls (syscr+syscw in /proc/<pid>/io) per request\n")
+	fmt.Fprintf(w, "hop RSS: VmRSS of the hop before its first measured phase; hop peak RSS: its VmHWM over the measured phases (reset by clear_refs)\n")
 }
 
 // writeCell prints one scenario at one concurrency.
@@ -45,23 +50,52 @@ func writeCell(w io.Writer, c *cell) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\trequests\treq/s\tTTFB p50\tTTFB p99\ttotal p50\tadded TTFB p50\tadded total p50\thop CPU/req\thop syscalls/req\tsim CPU/req\tclient CPU/req\t")
+	fmt.Fprintln(tw, "target\trequests\treq/s\tTTFB p50\tTTFB p99\ttotal p50\tadded TTFB p50\tadded total p50\thop CPU/req\thop syscalls/req\tsim CPU/req\tclient CPU/req\thop RSS MB\thop peak RSS MB\t")
 	for i, r := range c.Targets {
 		s := r.Summary
-		added, addedTotal, hop, syscalls := "-", "-", "-", "-"
+		added, addedTotal, hop, syscalls, rest, peak := "-", "-", "-", "-", "-", "-"
 		if i > 0 {
 			added, addedTotal, hop = micros(s.AddedP50), micros(s.AddedTotal), micros(s.CPUPerReq)
 			syscalls = fmt.Sprintf("%.1f", s.SyscallsPerReq)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Target, s.Requests, s.PerSecond,
+		if r.RestRSS > 0 && r.PeakRSS > 0 {
+			rest, peak = mb(r.RestRSS), mb(r.PeakRSS)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Target, s.Requests, s.PerSecond,
 			micros(s.TTFBp50), micros(s.TTFBp99), micros(s.TotalP50),
-			added, addedTotal, hop, syscalls, micros(s.SimPerReq), micros(s.SelfPerReq))
+			added, addedTotal, hop, syscalls, micros(s.SimPerReq), micros(s.SelfPerReq), rest, peak)
 	}
 	_ = tw.Flush()
 	v := verdictOf(c)
 	fmt.Fprintf(w, "coordinator added / proxy added, TTFB p50: %s (target <= %.1f) %s\n", v.ratio, maxAddedRatio, v.verdict)
 	fmt.Fprintf(w, "coordinator added / proxy added, total p50: %s\n", v.totalRatio)
 	fmt.Fprintf(w, "coordinator CPU / proxy CPU per request: %s%s\n", v.cpuRatio, cpuVerdict(c))
+	rss, rssGoal := rssVerdict(c)
+	fmt.Fprintf(w, "coordinator peak RSS / proxy peak RSS: %s %s\n", rss, rssGoal)
+	for _, r := range c.Targets {
+		if r.RSSErr != "" {
+			fmt.Fprintf(w, "%s RSS not measured: %s\n", r.Target, firstLine(r.RSSErr))
+		}
+	}
+}
+
+// rssVerdict compares a hop cell's coordinator peak RSS over the proxy's
+// with maxPeakRSSRatio: the ratio ("-" when there is none) and the goal
+// with its verdict.
+func rssVerdict(c *cell) (ratio, verdict string) {
+	goal := fmt.Sprintf("(goal <= %.1fx)", maxPeakRSSRatio)
+	if c.Err != "" || len(c.Targets) < 3 {
+		return "-", goal + " ABORTED"
+	}
+	proxy, coord := c.Targets[1], c.Targets[2]
+	if proxy.RSSErr != "" || coord.RSSErr != "" || proxy.PeakRSS <= 0 || coord.PeakRSS <= 0 {
+		return "-", goal + " not measured"
+	}
+	r := float64(coord.PeakRSS) / float64(proxy.PeakRSS)
+	if r > maxPeakRSSRatio {
+		return fmt.Sprintf("%.2fx", r), fmt.Sprintf("%s FAIL (%.2fx over)", goal, r/maxPeakRSSRatio)
+	}
+	return fmt.Sprintf("%.2fx", r), goal + " PASS"
 }
 
 // cpuVerdict compares a cell's CPU ratio with its scenario's goal, if any.
@@ -134,11 +168,11 @@ func writeSummary(w io.Writer, cells []*cell) {
 	}
 	fmt.Fprintf(w, "\n== summary: coordinator vs bare proxy, added over direct (target: added TTFB p50 ratio <= %.1f) ==\n", maxAddedRatio)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tconc\tdirect TTFB p50\tproxy added\tcoordinator added\tratio\tverdict\tproxy CPU/req\tcoordinator CPU/req\tCPU ratio\tCPU goal")
+	fmt.Fprintln(tw, "scenario\tconc\tdirect TTFB p50\tproxy added\tcoordinator added\tratio\tverdict\tproxy CPU/req\tcoordinator CPU/req\tCPU ratio\tCPU goal\tpeak RSS ratio\tRSS goal")
 	for _, c := range cells {
 		v := verdictOf(c)
 		if c.Err != "" {
-			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t%s\t-\t-\t-\t-\n", c.Scenario, c.Concurrency, v.verdict)
+			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t%s\t-\t-\t-\t-\t-\t-\n", c.Scenario, c.Concurrency, v.verdict)
 			continue
 		}
 		direct, proxy, coord := c.Targets[0].Summary, c.Targets[1].Summary, c.Targets[2].Summary
@@ -146,9 +180,10 @@ func writeSummary(w io.Writer, cells []*cell) {
 		if goal == "" {
 			goal = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Scenario, c.Concurrency,
+		rss, rssGoal := rssVerdict(c)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Scenario, c.Concurrency,
 			micros(direct.TTFBp50), micros(proxy.AddedP50), micros(coord.AddedP50), v.ratio, v.verdict,
-			micros(proxy.CPUPerReq), micros(coord.CPUPerReq), v.cpuRatio, goal)
+			micros(proxy.CPUPerReq), micros(coord.CPUPerReq), v.cpuRatio, goal, rss, rssGoal)
 	}
 	_ = tw.Flush()
 }
