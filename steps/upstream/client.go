@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/coordinator-project/coordinator/internal/h1"
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/spans"
 )
@@ -108,10 +109,35 @@ func New(o Options) (*Client, error) {
 		Timeout:   connect,
 		KeepAlive: 30 * time.Second,
 	}
-	transport := &http.Transport{
+	return &Client{
+		base:   strings.TrimSuffix(o.Address, "/"),
+		http:   &http.Client{Transport: newTransport(u.Scheme, dialer, o), Timeout: o.Timeout},
+		log:    o.Log,
+		idle:   o.StreamIdleTimeout,
+		retry:  o.Retry,
+		jitter: rand.Int64N,
+		sleep:  sleepCtx,
+	}, nil
+}
+
+// newTransport is the client's connection pool. A plain-http address gets
+// h1's, which sends each leg on its caller's goroutine: net/http's keeps
+// two goroutines a connection and hands each leg and answer across them. An
+// https one gets net/http's, which speaks HTTP/2 where the gateway offers
+// it.
+func newTransport(scheme string, dialer *net.Dialer, o Options) http.RoundTripper {
+	if scheme == "http" {
+		return &h1.Transport{
+			DialContext:           dialer.DialContext,
+			MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
+			IdleConnTimeout:       o.IdleConnTimeout,
+			ResponseHeaderTimeout: o.ResponseHeaderTimeout,
+		}
+	}
+	t := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           dialer.DialContext,
-		TLSHandshakeTimeout:   connect,
+		TLSHandshakeTimeout:   dialer.Timeout,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          0, // no global cap: MaxIdleConnsPerHost bounds the single host
 		MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
@@ -122,17 +148,9 @@ func New(o Options) (*Client, error) {
 		DisableCompression: true,
 	}
 	if o.TLS != nil {
-		transport.DialTLSContext = dialTLS(dialer, o.TLS)
+		t.DialTLSContext = dialTLS(dialer, o.TLS)
 	}
-	return &Client{
-		base:   strings.TrimSuffix(o.Address, "/"),
-		http:   &http.Client{Transport: transport, Timeout: o.Timeout},
-		log:    o.Log,
-		idle:   o.StreamIdleTimeout,
-		retry:  o.Retry,
-		jitter: rand.Int64N,
-		sleep:  sleepCtx,
-	}, nil
+	return t
 }
 
 // dialTLS dials with a config from tlsConfig per connection: a fresh one, so

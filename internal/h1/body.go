@@ -1,0 +1,80 @@
+package h1
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+)
+
+// body is an answer's body as RoundTrip returns it: it reads from the
+// connection, hands the connection back to the Transport once read to its
+// end, and closes it when closed before. Read and Close may be called
+// concurrently (a Close ends a pending Read).
+type body struct {
+	rc  io.ReadCloser // http.ReadResponse's body
+	t   *Transport
+	c   *conn
+	ctx context.Context
+	// keep is whether the connection may carry another request once the
+	// body is read: neither side asked to close it.
+	keep bool
+
+	closed atomic.Bool // by Close
+	mu     sync.Mutex
+	done   bool // the connection was handed back or closed
+}
+
+func newBody(t *Transport, c *conn, resp *http.Response, ctx context.Context) *body {
+	return &body{rc: resp.Body, t: t, c: c, ctx: ctx, keep: !resp.Close && !resp.Request.Close}
+}
+
+// errBodyClosed is a Read after Close.
+var errBodyClosed = errors.New("h1: read on closed response body")
+
+// Read implements io.Reader.
+func (b *body) Read(p []byte) (int, error) {
+	if b.closed.Load() {
+		return 0, errBodyClosed
+	}
+	n, err := b.rc.Read(p)
+	switch {
+	case err == nil:
+		return n, nil
+	case err == io.EOF:
+		b.finish(true)
+		return n, io.EOF
+	case b.ctx.Err() != nil && b.c.aborted.Load():
+		err = context.Cause(b.ctx)
+	case b.closed.Load():
+		err = errBodyClosed
+	}
+	b.finish(false)
+	return n, err
+}
+
+// Close implements io.Closer: a body not read to its end closes its
+// connection.
+func (b *body) Close() error {
+	b.closed.Store(true)
+	b.finish(false)
+	return nil
+}
+
+// finish hands the connection back (eof, and reusable) or closes it, once.
+func (b *body) finish(eof bool) {
+	b.mu.Lock()
+	if b.done {
+		b.mu.Unlock()
+		return
+	}
+	b.done = true
+	b.mu.Unlock()
+	if b.c.release(eof && b.keep) {
+		b.t.put(b.c)
+		return
+	}
+	b.c.close()
+}

@@ -1,0 +1,215 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// conn is one connection: used by one round trip at a time, kept by the
+// Transport between them.
+type conn struct {
+	nc  net.Conn
+	br  *bufio.Reader // reads through conn.Read
+	raw syscall.RawConn
+	key string // host:port
+	// limit is what the answer's header may still take while one is read
+	// (maxHeaderBytes at its start), -1 otherwise.
+	limit int64
+	// stop unregisters abort from the round trip's context; false once
+	// abort ran.
+	stop      func() bool
+	aborted   atomic.Bool
+	werr      error // the last write's failure, from the connection
+	idleTimer *time.Timer // IdleConnTimeout's, while kept
+}
+
+// aLongTimeAgo is a deadline in the past: it fails the connection's
+// pending and next reads and writes at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+func newConn(nc net.Conn, key string) *conn {
+	c := &conn{nc: nc, key: key, limit: -1}
+	c.br = bufio.NewReaderSize(c, 4<<10)
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.raw, _ = sc.SyscallConn()
+	}
+	return c
+}
+
+// Read is what the connection's reader reads: the connection, within the
+// header's limit while one is read.
+func (c *conn) Read(p []byte) (int, error) {
+	if c.limit < 0 {
+		return c.nc.Read(p)
+	}
+	if c.limit == 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(p)) > c.limit {
+		p = p[:c.limit]
+	}
+	n, err := c.nc.Read(p)
+	c.limit -= int64(n)
+	return n, err
+}
+
+// roundTrip writes req and reads the answer's header (skipping 1xx
+// answers), its body left to read. ctx ending aborts it (abort) until the
+// body is done with the connection.
+func (c *conn) roundTrip(ctx context.Context, req *http.Request, headerTimeout time.Duration) (*http.Response, error) {
+	c.stop = context.AfterFunc(ctx, c.abort)
+	if err := c.write(req); err != nil {
+		return c.earlyAnswer(req, err)
+	}
+	if headerTimeout > 0 {
+		_ = c.nc.SetReadDeadline(time.Now().Add(headerTimeout))
+	}
+	resp, err := c.readHeader(req)
+	if headerTimeout > 0 {
+		c.clearReadDeadline()
+	}
+	var ne net.Error
+	if err != nil && headerTimeout > 0 && errors.As(err, &ne) && ne.Timeout() && !c.aborted.Load() {
+		return nil, headerTimeoutError{}
+	}
+	return resp, err
+}
+
+// earlyAnswerWait bounds the wait for the answer of a server that stopped
+// reading the request (earlyAnswer).
+const earlyAnswerWait = time.Second
+
+// earlyAnswer is the outcome of a request whose writing failed with err.
+// When the connection failed, the server may have answered before it read
+// the whole body, and closed: that answer is the round trip's, as with
+// net/http. A request body that failed as it was read fails the round
+// trip with its own error, and the request, cut short, gets no answer.
+func (c *conn) earlyAnswer(req *http.Request, err error) (*http.Response, error) {
+	if c.werr == nil || c.aborted.Load() {
+		return nil, err
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(earlyAnswerWait))
+	resp, rerr := c.readHeader(req)
+	if rerr != nil {
+		return nil, err
+	}
+	resp.Close = true
+	return resp, nil
+}
+
+// write sends req through a shared buffered writer; a failure of the
+// connection is kept in c.werr.
+func (c *conn) write(req *http.Request) error {
+	c.werr = nil
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		// A body that cannot be had again is a stream, which may fail as
+		// it is read: its own error is the round trip's then.
+		r := *req
+		r.Body = &trackedBody{ReadCloser: req.Body}
+		req = &r
+	}
+	bw := writers.Get().(*bufio.Writer)
+	bw.Reset(c)
+	err := req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	bw.Reset(nil)
+	writers.Put(bw)
+	if err != nil {
+		if b, ok := req.Body.(*trackedBody); ok && b.err != nil {
+			return b.err
+		}
+	}
+	return err
+}
+
+// Write is what the request writer writes to: the connection, its failure
+// kept.
+func (c *conn) Write(p []byte) (int, error) {
+	n, err := c.nc.Write(p)
+	if err != nil {
+		c.werr = err
+	}
+	return n, err
+}
+
+// trackedBody keeps the failure of a request body's Read.
+type trackedBody struct {
+	io.ReadCloser
+	err error
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
+}
+
+// readHeader reads the answer's status line and header, skipping 1xx
+// answers, within maxHeaderBytes each.
+func (c *conn) readHeader(req *http.Request) (*http.Response, error) {
+	defer func() { c.limit = -1 }()
+	for {
+		c.limit = maxHeaderBytes
+		resp, err := http.ReadResponse(c.br, req)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			return nil, errors.New("h1: 101 Switching Protocols is not supported")
+		case resp.StatusCode >= 100 && resp.StatusCode < 200:
+			continue
+		}
+		return resp, nil
+	}
+}
+
+// abort fails the connection's pending and next reads and writes: the
+// round trip's context ended.
+func (c *conn) abort() {
+	c.aborted.Store(true)
+	_ = c.nc.SetDeadline(aLongTimeAgo)
+}
+
+// clearReadDeadline lifts the header's deadline, unless abort set its own
+// in the meantime.
+func (c *conn) clearReadDeadline() {
+	_ = c.nc.SetReadDeadline(time.Time{})
+	if c.aborted.Load() {
+		_ = c.nc.SetDeadline(aLongTimeAgo)
+	}
+}
+
+// release ends c's round trip: it stays usable when the answer was read to
+// its end, the context never aborted it and nobody asked to close it.
+func (c *conn) release(reusable bool) bool {
+	stopped := c.stop()
+	return reusable && stopped && c.br.Buffered() == 0
+}
+
+// alive reports whether a kept connection can take a request: the server
+// has neither closed it nor sent anything since the last answer. It peeks
+// at the socket without waiting (one system call), where net/http's read
+// loop keeps a read pending on every kept connection.
+func (c *conn) alive() bool {
+	if c.br.Buffered() > 0 {
+		return false
+	}
+	if c.raw == nil {
+		return true
+	}
+	return peekIdle(c.raw)
+}
+
+func (c *conn) close() { _ = c.nc.Close() }
