@@ -26,7 +26,7 @@ type conn struct {
 	// abort ran.
 	stop      func() bool
 	aborted   atomic.Bool
-	werr      error // the last write's failure, from the connection
+	werr      error       // the last write's failure, from the connection
 	idleTimer *time.Timer // IdleConnTimeout's, while kept
 }
 

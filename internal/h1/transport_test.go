@@ -111,7 +111,6 @@ func TestWritesTheBytesNetHTTPWrites(t *testing.T) {
 	}
 }
 
-
 func TestKeepsTheConnectionForTheNextRequest(t *testing.T) {
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
