@@ -77,6 +77,7 @@ func TestCoordinatorConfig(t *testing.T) {
 			t.Parallel()
 			got := string(coordinatorConfig("127.0.0.1:1", "127.0.0.1:2", "http://127.0.0.1:4", "http://127.0.0.1:3", tt.p))
 			assert.Contains(t, got, "  listen_addr: \"127.0.0.1:1\"\n  grpc_listen_addr: \"127.0.0.1:2\"\n")
+			assert.Contains(t, got, "  max_concurrent_requests: 0\n  max_concurrent_streams: 0\n", "no admission cap")
 			assert.Contains(t, got, "gateway:\n  address: \"http://127.0.0.1:4\"\n")
 			_, pipelineSection, ok := strings.Cut(got, "pipeline:\n")
 			require.True(t, ok)
