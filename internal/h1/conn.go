@@ -156,11 +156,11 @@ func (b *trackedBody) Read(p []byte) (int, error) {
 }
 
 // readHeader reads the answer's status line and header, skipping 1xx
-// answers, within maxHeaderBytes each.
+// answers; all of them together within maxHeaderBytes, as net/http's.
 func (c *conn) readHeader(req *http.Request) (*http.Response, error) {
+	c.limit = maxHeaderBytes
 	defer func() { c.limit = -1 }()
 	for {
-		c.limit = maxHeaderBytes
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil {
 			return nil, err
