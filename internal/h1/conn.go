@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -140,6 +141,26 @@ func (c *conn) Write(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// ReadFrom lets the request writer hand a body past its buffer to the
+// connection in copies of copyBufferSize, as net/http's writer does (its
+// connection's ReadFrom), not in writes of the writer's 4 KiB.
+func (c *conn) ReadFrom(r io.Reader) (int64, error) {
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	return io.CopyBuffer(writeOnly{c}, r, *buf)
+}
+
+// copyBufferSize is the size of the writes of a large request body.
+const copyBufferSize = 32 << 10
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
+
+// writeOnly hides conn's ReadFrom from io.CopyBuffer, which would call it
+// again.
+type writeOnly struct{ c *conn }
+
+func (w writeOnly) Write(p []byte) (int, error) { return w.c.Write(p) }
 
 // trackedBody keeps the failure of a request body's Read.
 type trackedBody struct {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -423,4 +424,35 @@ func TestRefusesWhatItDoesNotDo(t *testing.T) {
 		_, err = tr.RoundTrip(req)
 		assert.ErrorContains(t, err, "unsupported protocol scheme")
 	}
+}
+
+// countingConn counts the writes made to a connection.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int32
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+func TestALargeBodyGoesInLargeWrites(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, strconv.FormatInt(n, 10))
+	})
+	var writes atomic.Int32
+	tr := &h1.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		return countingConn{Conn: c, writes: &writes}, err
+	}}
+	defer tr.CloseIdleConnections()
+	body := bytes.Repeat([]byte("i"), 1<<20)
+	req, err := http.NewRequest(http.MethodPost, s.URL, bytes.NewReader(body))
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	assert.Equal(t, "1048576", readAll(t, resp))
+	assert.LessOrEqual(t, writes.Load(), int32(1+(1<<20)/(32<<10)+1), "1 MiB in 32 KiB writes, not 4 KiB ones")
 }
