@@ -27,7 +27,7 @@ type body struct {
 	done   bool // the connection was handed back or closed
 }
 
-func newBody(t *Transport, c *conn, resp *http.Response, ctx context.Context) *body {
+func newBody(ctx context.Context, t *Transport, c *conn, resp *http.Response) *body {
 	return &body{rc: resp.Body, t: t, c: c, ctx: ctx, keep: !resp.Close && !resp.Request.Close}
 }
 

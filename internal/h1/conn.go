@@ -98,6 +98,7 @@ func (c *conn) earlyAnswer(req *http.Request, err error) (*http.Response, error)
 	}
 	_ = c.nc.SetReadDeadline(time.Now().Add(earlyAnswerWait))
 	resp, rerr := c.readHeader(req)
+	c.clearReadDeadline()
 	if rerr != nil {
 		return nil, err
 	}

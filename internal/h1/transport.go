@@ -80,7 +80,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	resp.Body = newBody(t, c, resp, ctx)
+	resp.Body = newBody(ctx, t, c, resp)
 	return resp, nil
 }
 
