@@ -26,7 +26,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/coordinator-project/coordinator/internal/h1"
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/spans"
 )
@@ -118,61 +117,6 @@ func New(o Options) (*Client, error) {
 		jitter: rand.Int64N,
 		sleep:  sleepCtx,
 	}, nil
-}
-
-// newTransport is the client's connection pool. A plain-http address gets
-// h1's, which sends each leg on its caller's goroutine: net/http's keeps
-// two goroutines a connection and hands each leg and answer across them. An
-// https one gets net/http's, which speaks HTTP/2 where the gateway offers
-// it.
-func newTransport(scheme string, dialer *net.Dialer, o Options) http.RoundTripper {
-	if scheme == "http" {
-		return &h1.Transport{
-			DialContext:           dialer.DialContext,
-			MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
-			IdleConnTimeout:       o.IdleConnTimeout,
-			ResponseHeaderTimeout: o.ResponseHeaderTimeout,
-		}
-	}
-	t := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
-		TLSHandshakeTimeout:   dialer.Timeout,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          0, // no global cap: MaxIdleConnsPerHost bounds the single host
-		MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
-		IdleConnTimeout:       o.IdleConnTimeout,
-		ResponseHeaderTimeout: o.ResponseHeaderTimeout,
-		// Workers answer uncompressed; asking for gzip would make Go
-		// decompress every streamed event for nothing.
-		DisableCompression: true,
-	}
-	if o.TLS != nil {
-		t.DialTLSContext = dialTLS(dialer, o.TLS)
-	}
-	return t
-}
-
-// dialTLS dials with a config from tlsConfig per connection: a fresh one, so
-// a reloaded CA bundle or client certificate is used from the next
-// connection on, and verification stays Go's own. The dialer's timeout
-// bounds the connect and the handshake together. With ForceAttemptHTTP2 the
-// transport speaks HTTP/2 on connections that negotiated h2.
-func dialTLS(d *net.Dialer, tlsConfig func() *tls.Config) func(context.Context, string, string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		cfg := tlsConfig().Clone()
-		if cfg.ServerName == "" {
-			host, _, err := net.SplitHostPort(addr)
-			if err != nil {
-				host = addr
-			}
-			cfg.ServerName = host
-		}
-		if len(cfg.NextProtos) == 0 {
-			cfg.NextProtos = []string{"h2", "http/1.1"}
-		}
-		return (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, network, addr)
-	}
 }
 
 // Close releases idle connections.
