@@ -2,10 +2,8 @@ package h1
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
-	"sync"
 	"sync/atomic"
 )
 
@@ -23,21 +21,17 @@ type body struct {
 	keep bool
 
 	closed atomic.Bool // by Close
-	mu     sync.Mutex
-	done   bool // the connection was handed back or closed
+	done   atomic.Bool // the connection was handed back or closed
 }
 
 func newBody(ctx context.Context, t *Transport, c *conn, resp *http.Response) *body {
 	return &body{rc: resp.Body, t: t, c: c, ctx: ctx, keep: !resp.Close && !resp.Request.Close}
 }
 
-// errBodyClosed is a Read after Close.
-var errBodyClosed = errors.New("h1: read on closed response body")
-
 // Read implements io.Reader.
 func (b *body) Read(p []byte) (int, error) {
 	if b.closed.Load() {
-		return 0, errBodyClosed
+		return 0, http.ErrBodyReadAfterClose
 	}
 	n, err := b.rc.Read(p)
 	switch {
@@ -49,7 +43,7 @@ func (b *body) Read(p []byte) (int, error) {
 	case b.ctx.Err() != nil && b.c.aborted.Load():
 		err = context.Cause(b.ctx)
 	case b.closed.Load():
-		err = errBodyClosed
+		err = http.ErrBodyReadAfterClose
 	}
 	b.finish(false)
 	return n, err
@@ -65,13 +59,9 @@ func (b *body) Close() error {
 
 // finish hands the connection back (eof, and reusable) or closes it, once.
 func (b *body) finish(eof bool) {
-	b.mu.Lock()
-	if b.done {
-		b.mu.Unlock()
+	if !b.done.CompareAndSwap(false, true) {
 		return
 	}
-	b.done = true
-	b.mu.Unlock()
 	if b.c.release(eof && b.keep) {
 		b.t.put(b.c)
 		return
