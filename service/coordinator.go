@@ -139,8 +139,14 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	rc.Timings = answer.timings[:0]
 	rc.Sink = answer
 
-	err := refuse(rc, c.pipeline.Run(ctx, rc))
+	return c.finish(ctx, rc, answer, span, refuse(rc, c.pipeline.Run(ctx, rc)))
+}
 
+// finish reports a request that ran (err: how it ended) and returns its
+// outcome for the client. (Apart from run, whose frame stays small: an
+// open stream's goroutine holds the deepest stack it took.)
+func (c *Coordinator) finish(ctx context.Context, rc *steps.RequestContext, answer *answerSink, span tracing.RequestSpan, err error) error {
+	api, start := answer.api, answer.start
 	c.metrics.Steps(rc.Timings)
 	c.reportAnswer(api, rc, err)
 	c.reportPrefill(ctx, rc, err)

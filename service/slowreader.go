@@ -33,19 +33,26 @@ func boundSends(timeout time.Duration) grpc.StreamServerInterceptor {
 		if timeout <= 0 || !info.IsServerStream || inproc.Called(ss.Context()) {
 			return handler(srv, ss)
 		}
-		bs := newBoundedStream(ss, timeout)
-		defer bs.cancel(nil)
-		done := make(chan error, 1) // the handler never waits to report
-		go func() { done <- handler(srv, bs) }()
-		select {
-		case err := <-done:
-			return err
-		case <-bs.ctx.Done():
-			if errors.Is(context.Cause(bs.ctx), errSlowReader) {
-				return status.Errorf(codes.DeadlineExceeded, "%v: no message taken for %s (server.stream_write_timeout)", errSlowReader, timeout)
-			}
-			return status.FromContextError(bs.ctx.Err()).Err()
+		return runBounded(srv, ss, handler, timeout)
+	}
+}
+
+// runBounded runs handler on a goroutine of its own with its sends bounded
+// by timeout (boundSends). (Apart from boundSends, whose frame every
+// stream's goroutine holds, the in-process ones included.)
+func runBounded(srv any, ss grpc.ServerStream, handler grpc.StreamHandler, timeout time.Duration) error {
+	bs := newBoundedStream(ss, timeout)
+	defer bs.cancel(nil)
+	done := make(chan error, 1) // the handler never waits to report
+	go func() { done <- handler(srv, bs) }()
+	select {
+	case err := <-done:
+		return err
+	case <-bs.ctx.Done():
+		if errors.Is(context.Cause(bs.ctx), errSlowReader) {
+			return status.Errorf(codes.DeadlineExceeded, "%v: no message taken for %s (server.stream_write_timeout)", errSlowReader, timeout)
 		}
+		return status.FromContextError(bs.ctx.Err()).Err()
 	}
 }
 

@@ -120,45 +120,69 @@ type Timing struct {
 // OutcomeSkipped, at the end), and, when tracing is on (spans.On), traces
 // each step as a span of ctx's.
 func (p *Pipeline) Run(ctx context.Context, rc *RequestContext) error {
+	// Run keeps its frame small, the rest in the functions it calls: a
+	// step's goroutine holds the deepest stack it took for as long as it
+	// lives (an open stream's, for its whole answer).
 	for i, step := range p.steps {
-		if err := ctx.Err(); err != nil {
-			p.skipFrom(i, rc)
-			return fmt.Errorf("pipeline cancelled: %w", context.Cause(ctx))
+		if ctx.Err() != nil {
+			return p.cancelled(ctx, i, rc)
 		}
-		stepCtx, span := ctx, trace.Span(nil)
-		if spans.On() {
-			stepCtx, span = tracer.Start(ctx, p.names[i])
-		}
+		stepCtx, span := p.startStep(ctx, i)
 		start := time.Now()
 		err := step.Execute(stepCtx, rc)
-		t := Timing{Step: p.names[i], Duration: time.Since(start), Outcome: OutcomeOK}
-		refused := errors.As(err, new(*Refusal))
-		switch {
-		case err == nil:
-		case errors.Is(err, ErrDone) || refused:
-			if i < len(p.steps)-1 {
-				t.Outcome = OutcomeDoneEarly
-			}
-		default:
-			t.Outcome = OutcomeError
-		}
-		if span != nil {
-			endStepSpan(span, t.Outcome, err)
-		}
-		rc.Timings = append(rc.Timings, t)
-		switch {
-		case refused:
-			p.skipFrom(i+1, rc)
-			return fmt.Errorf("step %q: %w", p.names[i], err)
-		case t.Outcome == OutcomeDoneEarly:
-			p.skipFrom(i+1, rc)
-			return nil
-		case t.Outcome == OutcomeError:
-			p.skipFrom(i+1, rc)
-			return fmt.Errorf("step %q: %w", p.names[i], err)
+		if done, err := p.endStep(i, rc, start, span, err); done {
+			return err
 		}
 	}
 	return nil
+}
+
+// cancelled ends a run whose context ended before step i.
+func (p *Pipeline) cancelled(ctx context.Context, i int, rc *RequestContext) error {
+	p.skipFrom(i, rc)
+	return fmt.Errorf("pipeline cancelled: %w", context.Cause(ctx))
+}
+
+// startStep starts step i's span when tracing is on (spans.On); nil
+// otherwise.
+func (p *Pipeline) startStep(ctx context.Context, i int) (context.Context, trace.Span) {
+	if !spans.On() {
+		return ctx, nil
+	}
+	return tracer.Start(ctx, p.names[i])
+}
+
+// endStep records how step i, started at start, went: its timing and its
+// span. done reports that the run ends here, with err: the step failed,
+// refused the request or finished it early.
+func (p *Pipeline) endStep(i int, rc *RequestContext, start time.Time, span trace.Span, err error) (done bool, _ error) {
+	t := Timing{Step: p.names[i], Duration: time.Since(start), Outcome: OutcomeOK}
+	refused := errors.As(err, new(*Refusal))
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrDone) || refused:
+		if i < len(p.steps)-1 {
+			t.Outcome = OutcomeDoneEarly
+		}
+	default:
+		t.Outcome = OutcomeError
+	}
+	if span != nil {
+		endStepSpan(span, t.Outcome, err)
+	}
+	rc.Timings = append(rc.Timings, t)
+	switch {
+	case refused:
+		p.skipFrom(i+1, rc)
+		return true, fmt.Errorf("step %q: %w", p.names[i], err)
+	case t.Outcome == OutcomeDoneEarly:
+		p.skipFrom(i+1, rc)
+		return true, nil
+	case t.Outcome == OutcomeError:
+		p.skipFrom(i+1, rc)
+		return true, fmt.Errorf("step %q: %w", p.names[i], err)
+	}
+	return false, nil
 }
 
 // endStepSpan records a step's outcome (and error) on its span and ends it.

@@ -111,11 +111,7 @@ func (c *conn) earlyAnswer(req *http.Request, err error) (*http.Response, error)
 func (c *conn) write(req *http.Request) error {
 	c.werr = nil
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
-		// A body that cannot be had again is a stream, which may fail as
-		// it is read: its own error is the round trip's then.
-		r := *req
-		r.Body = &trackedBody{ReadCloser: req.Body}
-		req = &r
+		req = tracked(req)
 	}
 	bw := writers.Get().(*bufio.Writer)
 	bw.Reset(c)
@@ -162,6 +158,16 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize);
 type writeOnly struct{ c *conn }
 
 func (w writeOnly) Write(p []byte) (int, error) { return w.c.Write(p) }
+
+// tracked is req with its body a trackedBody: a body that cannot be had
+// again is a stream, which may fail as it is read, and its own error is
+// the round trip's then. (Apart from write, whose frame stays small
+// without the copy of req: every leg's goroutine takes it.)
+func tracked(req *http.Request) *http.Request {
+	r := *req
+	r.Body = &trackedBody{ReadCloser: req.Body}
+	return &r
+}
 
 // trackedBody keeps the failure of a request body's Read.
 type trackedBody struct {

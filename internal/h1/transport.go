@@ -124,15 +124,19 @@ func (t *Transport) conn(ctx context.Context, key string) (*conn, error) {
 		}
 		c.close()
 	}
-	dial := t.DialContext
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
-	nc, err := dial(ctx, "tcp", key)
+	nc, err := t.dial(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	return newConn(nc, key), nil
+}
+
+// dial opens a connection to key.
+func (t *Transport) dial(ctx context.Context, key string) (net.Conn, error) {
+	if t.DialContext == nil {
+		return defaultDialer.DialContext(ctx, "tcp", key)
+	}
+	return t.DialContext(ctx, "tcp", key)
 }
 
 // takeIdle is the most recently kept connection to key, nil if none.
@@ -211,6 +215,9 @@ func (t *Transport) CloseIdleConnections() {
 		}
 	}
 }
+
+// defaultDialer dials for a Transport without DialContext.
+var defaultDialer net.Dialer
 
 // writers are the request writers, shared: a connection needs one only
 // while it writes.

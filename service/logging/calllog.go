@@ -49,6 +49,14 @@ func (l CallLog) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 		ss = first
 	}
 	err := handler(srv, ss)
+	l.streamFinished(ss, info, start, err, first)
+	return err
+}
+
+// streamFinished writes a stream's line (finished), first its first
+// message when kept. (Apart from Stream, whose frame every stream's
+// goroutine holds.)
+func (l CallLog) streamFinished(ss grpc.ServerStream, info *grpc.StreamServerInfo, start time.Time, err error, first *firstMessage) {
 	typ := "server_stream"
 	switch {
 	case info.IsClientStream && info.IsServerStream:
@@ -61,7 +69,6 @@ func (l CallLog) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 		req = first.msg
 	}
 	l.finished(ss.Context(), info.FullMethod, typ, start, err, req)
-	return err
 }
 
 // firstMessage is a stream that keeps the first message it received, for

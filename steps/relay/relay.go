@@ -4,7 +4,6 @@
 package relay
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -52,19 +51,8 @@ func Answer(resp *http.Response, sink Sink) error {
 	return sink.Response(resp.StatusCode, ct, body)
 }
 
-// eventReader is the relay's reusable state: its read buffer and batch.
-type eventReader struct {
-	br *bufio.Reader
-	b  batch
-}
-
-// eventReadSize is the relay's read buffer: an open stream holds it while
-// it waits for the worker's next event, so it is small; a line longer than
-// it is joined from several reads (readLine).
-const eventReadSize = 4 << 10
-
-// eventReaders recycles the relay's buffers across requests.
-var eventReaders = sync.Pool{New: func() any { return &eventReader{br: bufio.NewReaderSize(nil, eventReadSize)} }}
+// batches recycles the relay's batches across requests.
+var batches = sync.Pool{New: func() any { return &batch{} }}
 
 // relayEvents reads a text/event-stream and hands the events' data to the
 // sink in batches: a batch goes out as soon as no further complete line is
@@ -75,19 +63,18 @@ var eventReaders = sync.Pool{New: func() any { return &eventReader{br: bufio.New
 // joined with "\n" as the SSE spec says. An event with a type but no data
 // is not dispatched (SSE spec).
 func relayEvents(r io.Reader, sink Sink) error {
-	er := eventReaders.Get().(*eventReader)
-	br, b := er.br, &er.b
-	br.Reset(r)
+	lines := newLineReader(r)
+	b := batches.Get().(*batch)
 	defer func() {
-		br.Reset(nil)
+		lines.release()
 		b.buf, b.ends, b.open = b.buf[:0], b.ends[:0], false
 		b.names, b.name, b.named = b.names[:0], "", false
 		if cap(b.buf) <= 1<<20 { // do not keep one huge event's buffer
-			eventReaders.Put(er)
+			batches.Put(b)
 		}
 	}()
 	for {
-		line, err := readLine(br)
+		line, err := lines.readLine()
 		if err != nil {
 			b.end() // a last event without its blank line
 			if flushErr := b.flush(sink); flushErr != nil {
@@ -100,7 +87,7 @@ func relayEvents(r io.Reader, sink Sink) error {
 		}
 		if len(line) == 0 { // blank line: dispatch
 			b.end()
-			if !lineBuffered(br) {
+			if !lines.lineBuffered() {
 				if err := b.flush(sink); err != nil {
 					return err
 				}
@@ -202,34 +189,4 @@ func (b *batch) flush(sink Sink) error {
 	err := sink.Events(b.events, names)
 	b.buf, b.ends, b.names, b.named = b.buf[:0], b.ends[:0], b.names[:0], false
 	return err
-}
-
-// lineBuffered reports whether a complete line is already in br's buffer,
-// so reading it will not block.
-func lineBuffered(br *bufio.Reader) bool {
-	buffered, _ := br.Peek(br.Buffered())
-	return bytes.IndexByte(buffered, '\n') >= 0
-}
-
-// readLine returns one line without its line ending (LF or CRLF). The slice
-// is valid until the next call.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	line, err := br.ReadSlice('\n')
-	if errors.Is(err, bufio.ErrBufferFull) {
-		long := append([]byte(nil), line...)
-		for errors.Is(err, bufio.ErrBufferFull) {
-			if len(long) > maxEventSize {
-				return nil, fmt.Errorf("line longer than %d bytes", maxEventSize)
-			}
-			line, err = br.ReadSlice('\n')
-			long = append(long, line...)
-		}
-		line = long
-	}
-	if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
-		return nil, err
-	}
-	line = bytes.TrimSuffix(line, []byte("\n"))
-	line = bytes.TrimSuffix(line, []byte("\r"))
-	return line, nil
 }

@@ -118,3 +118,50 @@ func TestRelayFlushesWhenNothingMoreIsWaiting(t *testing.T) {
 		require.NoError(t, <-done)
 	})
 }
+
+// waitReader hands out one chunk a Read (io.EOF after the last), and
+// records each Read's size and whether the relay's lineReader held a
+// buffer while it read.
+type waitReader struct {
+	chunks []string
+	lr     *lineReader
+	sizes  []int
+	held   []bool
+}
+
+func (r *waitReader) Read(p []byte) (int, error) {
+	r.sizes = append(r.sizes, len(p))
+	r.held = append(r.held, r.lr.buf != nil)
+	if len(r.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.chunks[0])
+	if r.chunks[0] = r.chunks[0][n:]; r.chunks[0] == "" {
+		r.chunks = r.chunks[1:]
+	}
+	return n, nil
+}
+
+// TestAWaitingStreamHoldsNoBuffer: once every byte read has been taken,
+// the relay hands its read buffer back and waits for the worker with a
+// one-byte read, then reads what came with that byte into a buffer.
+func TestAWaitingStreamHoldsNoBuffer(t *testing.T) {
+	t.Parallel()
+	r := &waitReader{chunks: []string{"data: a\n\n", "data: b\n", "\n"}}
+	lr := newLineReader(r)
+	r.lr = &lr
+	var got []string
+	for {
+		line, err := lr.readLine()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		got = append(got, string(line))
+	}
+	assert.Equal(t, []string{"data: a", "", "data: b", ""}, got)
+	assert.Equal(t, []int{1, lineBufferSize - 1, 1, lineBufferSize - 1, 1, 1}, r.sizes,
+		"a wait reads one byte; the rest of the arrival goes to the buffer; a line end alone is a line, read without waiting for more")
+	assert.Equal(t, []bool{false, true, false, true, false, false}, r.held, "no buffer is held while the reader waits")
+	assert.Nil(t, lr.buf)
+}

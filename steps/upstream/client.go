@@ -76,14 +76,20 @@ type Options struct {
 }
 
 // Client posts legs to one base URL over one keep-alive pool. It ignores
-// HTTP(S)_PROXY by design: legs stay inside the cluster. Safe for
-// concurrent use.
+// HTTP(S)_PROXY by design: legs stay inside the cluster. It hands each leg
+// straight to the pool's RoundTrip, without http.Client: a leg answered
+// with a redirect fails with that status (as the reference's decode proxy
+// relays it) rather than being sent on, and the client spares the header
+// copies and the stack of http.Client's redirect loop (an open stream's
+// goroutine holds the deepest stack its leg took). Safe for concurrent
+// use.
 type Client struct {
-	base  string
-	http  *http.Client
-	log   *slog.Logger
-	idle  time.Duration
-	retry Retry
+	base    string
+	pool    pool
+	log     *slog.Logger
+	idle    time.Duration
+	timeout time.Duration
+	retry   Retry
 	// jitter and sleep are the retry loop's randomness and clock; tests
 	// replace them (export_test.go).
 	jitter func(n int64) int64
@@ -110,17 +116,18 @@ func New(o Options) (*Client, error) {
 	}
 	return &Client{
 		base:   strings.TrimSuffix(o.Address, "/"),
-		http:   &http.Client{Transport: newTransport(u.Scheme, dialer, o), Timeout: o.Timeout},
-		log:    o.Log,
-		idle:   o.StreamIdleTimeout,
-		retry:  o.Retry,
-		jitter: rand.Int64N,
-		sleep:  sleepCtx,
+		pool:    newTransport(u.Scheme, dialer, o),
+		log:     o.Log,
+		idle:    o.StreamIdleTimeout,
+		timeout: o.Timeout,
+		retry:   o.Retry,
+		jitter:  rand.Int64N,
+		sleep:   sleepCtx,
 	}, nil
 }
 
 // Close releases idle connections.
-func (c *Client) Close() { c.http.CloseIdleConnections() }
+func (c *Client) Close() { c.pool.CloseIdleConnections() }
 
 // Request is one outbound leg.
 type Request struct {
@@ -168,14 +175,20 @@ const maxErrorBody = 64 << 10
 func (c *Client) Post(ctx context.Context, r Request) (*http.Response, error) {
 	phase := phaseOf(r)
 	ctx, span := startLeg(ctx, r.Leg, phase, r.RequestID)
-	resp, attempts, err := c.send(ctx, r, phase, span)
+	resp, attempts, err := c.send(ctx, &r, phase, span)
 	if !span.IsRecording() {
 		return resp, err
 	}
+	return recordLeg(span, r.Prefer != "", attempts, resp, err)
+}
+
+// recordLeg records the outcome of a leg (conditional: it sent Prefer)
+// on its recording span and passes it on.
+func recordLeg(span trace.Span, conditional bool, attempts int, resp *http.Response, err error) (*http.Response, error) {
 	if attempts > 1 {
 		span.SetAttributes(attribute.Int("coordinator.attempts", attempts))
 	}
-	if r.Prefer != "" && statusOf(resp, err) == http.StatusPreconditionFailed {
+	if conditional && statusOf(resp, err) == http.StatusPreconditionFailed {
 		// The answer a conditional leg asked for (conditional-decode's
 		// cache miss): recorded, not an error.
 		span.SetAttributes(attribute.Int("http.response.status_code", http.StatusPreconditionFailed))
@@ -240,10 +253,13 @@ func report(ctx context.Context, leg, phase string, attempt int, start time.Time
 }
 
 // post is one attempt.
-func (c *Client) post(ctx context.Context, r Request, span trace.Span) (*http.Response, error) {
+func (c *Client) post(ctx context.Context, r *Request, span trace.Span) (*http.Response, error) {
 	legCtx, cancel := ctx, context.CancelCauseFunc(nil)
-	if c.idle > 0 {
+	if c.idle > 0 || c.timeout > 0 {
 		legCtx, cancel = context.WithCancelCause(ctx)
+	}
+	if c.timeout > 0 {
+		cancel = bounded(c.timeout, cancel)
 	}
 	resp, err := c.do(ctx, legCtx, r, span)
 	if err != nil {
@@ -258,7 +274,23 @@ func (c *Client) post(ctx context.Context, r Request, span trace.Span) (*http.Re
 
 // do sends one attempt on legCtx (ctx, or a child of it the idle watchdog
 // can cancel) and returns a 2xx answer as it came.
-func (c *Client) do(ctx, legCtx context.Context, r Request, span trace.Span) (*http.Response, error) {
+func (c *Client) do(ctx, legCtx context.Context, r *Request, span trace.Span) (*http.Response, error) {
+	req, err := c.newRequest(ctx, legCtx, r, span)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.roundTrip(ctx, r.Leg, req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, statusError(r.Leg, resp)
+	}
+	return resp, nil
+}
+
+// newRequest is the HTTP request of an attempt of r, on legCtx.
+func (c *Client) newRequest(ctx, legCtx context.Context, r *Request, span trace.Span) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(legCtx, http.MethodPost, c.base+r.Path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Leg, err)
@@ -276,25 +308,31 @@ func (c *Client) do(ctx, legCtx context.Context, r Request, span trace.Span) (*h
 	}
 	injectTrace(ctx, span, h)
 	if c.log != nil && c.log.Enabled(ctx, levelTrace) {
-		c.log.Log(ctx, levelTrace, "leg request", "leg", r.Leg, "request_id", r.RequestID, "url", req.URL.String(),
-			"headers", RedactHeaders(h), "body", RedactBody(r.body()))
+		c.logLeg(ctx, r, req)
 	}
-	resp, err := c.roundTrip(ctx, r.Leg, req)
-	if err != nil {
-		return nil, err
+	return req, nil
+}
+
+// logLeg writes the trace log line of a leg going out.
+func (c *Client) logLeg(ctx context.Context, r *Request, req *http.Request) {
+	c.log.Log(ctx, levelTrace, "leg request", "leg", r.Leg, "request_id", r.RequestID, "url", req.URL.String(),
+		"headers", RedactHeaders(req.Header), "body", RedactBody(r.body()))
+}
+
+// statusError reads (up to maxErrorBody) and closes a non-2xx answer of
+// leg and returns it as a *StatusError. (Apart from do, whose frame stays
+// small: an open stream's goroutine holds the deepest stack it took, and
+// the leg's round trip is its deepest.)
+func statusError(leg string, resp *http.Response) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	return &StatusError{
+		Leg:         leg,
+		StatusCode:  resp.StatusCode,
+		ContentType: resp.Header.Get("Content-Type"),
+		Header:      resp.Header,
+		Body:        body,
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		resp.Body.Close()
-		return nil, &StatusError{
-			Leg:         r.Leg,
-			StatusCode:  resp.StatusCode,
-			ContentType: resp.Header.Get("Content-Type"),
-			Header:      resp.Header,
-			Body:        body,
-		}
-	}
-	return resp, nil
 }
 
 // jsonContentType is every leg's Content-Type value. Legs share it, and
@@ -321,13 +359,13 @@ func profileValue(profile string) []string {
 
 // setBody gives req the body of r, with its length and a way to send it
 // again (a redirect).
-func setBody(req *http.Request, r Request) {
-	if r.Parts == nil {
-		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(r.Body)), int64(len(r.Body))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(r.Body)), nil }
+func setBody(req *http.Request, r *Request) {
+	if body, all := r.Body, r.Parts; all == nil {
+		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	} else {
-		parts := func() io.ReadCloser { bufs := net.Buffers(slices.Clone(r.Parts)); return io.NopCloser(&bufs) }
-		for _, p := range r.Parts {
+		parts := func() io.ReadCloser { bufs := net.Buffers(slices.Clone(all)); return io.NopCloser(&bufs) }
+		for _, p := range all {
 			req.ContentLength += int64(len(p))
 		}
 		req.Body, req.GetBody = parts(), func() (io.ReadCloser, error) { return parts(), nil }
@@ -338,7 +376,7 @@ func setBody(req *http.Request, r Request) {
 }
 
 // body is the request's body in one slice (for the trace log).
-func (r Request) body() []byte {
+func (r *Request) body() []byte {
 	if r.Parts == nil {
 		return r.Body
 	}
@@ -346,12 +384,16 @@ func (r Request) body() []byte {
 }
 
 // roundTrip sends req, a leg of ctx's: a failure is ctx's cause when ctx
-// ended (the caller's cancellation), a *TransportError otherwise.
+// ended (the caller's cancellation), a *TransportError otherwise, of the
+// leg's own cause when its context ended (Options.Timeout).
 func (c *Client) roundTrip(ctx context.Context, leg string, req *http.Request) (*http.Response, error) {
-	resp, err := c.http.Do(req)
+	resp, err := c.pool.RoundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: %w", leg, context.Cause(ctx))
+		}
+		if cause := context.Cause(req.Context()); cause != nil {
+			err = cause
 		}
 		return nil, &TransportError{Leg: leg, Err: err}
 	}

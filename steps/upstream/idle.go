@@ -19,6 +19,27 @@ func (streamIdleError) Error() string   { return "no data from the answer within
 func (streamIdleError) Timeout() bool   { return true }
 func (streamIdleError) Temporary() bool { return true }
 
+// errAttemptTimeout is the cause of an attempt cut by Options.Timeout: a
+// timeout (a net.Error whose Timeout is true), so a *TransportError
+// wrapping it reports Timeout.
+var errAttemptTimeout error = attemptTimeoutError{}
+
+type attemptTimeoutError struct{}
+
+func (attemptTimeoutError) Error() string   { return "no answer within the call's timeout" }
+func (attemptTimeoutError) Timeout() bool   { return true }
+func (attemptTimeoutError) Temporary() bool { return true }
+
+// bounded is cancel, which also cancels the attempt with errAttemptTimeout
+// once d has passed (Options.Timeout: the header and the body together).
+func bounded(d time.Duration, cancel context.CancelCauseFunc) context.CancelCauseFunc {
+	t := time.AfterFunc(d, func() { cancel(errAttemptTimeout) })
+	return func(cause error) {
+		t.Stop()
+		cancel(cause)
+	}
+}
+
 // answerBody is a 2xx answer's body as Post returns it. Its Read errors are
 // classified: the caller's own cancellation comes back as it came (ctx's
 // error), anything else that is not io.EOF as a *TransportError with
@@ -33,7 +54,7 @@ type answerBody struct {
 	ctx    context.Context // the caller's
 	leg    string
 	idle   time.Duration
-	cancel context.CancelCauseFunc // the leg's request; nil without idle
+	cancel context.CancelCauseFunc // the leg's request; nil without idle or timeout
 	timer  *time.Timer
 	fired  atomic.Bool
 }

@@ -63,7 +63,7 @@ func (p Retry) backoffCap(attempt int) time.Duration {
 
 // send posts r, then again while the policy allows it. It returns the last
 // attempt's outcome and the number of attempts made.
-func (c *Client) send(ctx context.Context, r Request, phase string, span trace.Span) (*http.Response, int, error) {
+func (c *Client) send(ctx context.Context, r *Request, phase string, span trace.Span) (*http.Response, int, error) {
 	attempts := 1
 	if r.Retry {
 		attempts = max(c.retry.MaxAttempts, 1)
@@ -75,21 +75,31 @@ func (c *Client) send(ctx context.Context, r Request, phase string, span trace.S
 		if attempt >= attempts || !retryable(err) {
 			return resp, attempt, err
 		}
-		wait := time.Duration(0)
-		if limit := c.retry.backoffCap(attempt); limit > 0 {
-			wait = time.Duration(c.jitter(int64(limit) + 1))
-		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= wait {
-			return nil, attempt, err // no time left for another attempt
-		}
-		if span.IsRecording() {
-			span.AddEvent("retry", trace.WithAttributes(attribute.Int("coordinator.attempt", attempt),
-				attribute.String("error", err.Error()), attribute.Int64("coordinator.backoff_ms", wait.Milliseconds())))
-		}
-		if c.sleep(ctx, wait) != nil {
-			return nil, attempt, fmt.Errorf("%s: %w", r.Leg, context.Cause(ctx))
+		if err := c.backOff(ctx, r.Leg, span, attempt, err); err != nil {
+			return nil, attempt, err
 		}
 	}
+}
+
+// backOff waits before the attempt after attempt, which failed with err.
+// It returns the error to give up with instead: err when no time is left
+// for another attempt, ctx's cause when ctx ends first.
+func (c *Client) backOff(ctx context.Context, leg string, span trace.Span, attempt int, err error) error {
+	wait := time.Duration(0)
+	if limit := c.retry.backoffCap(attempt); limit > 0 {
+		wait = time.Duration(c.jitter(int64(limit) + 1))
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= wait {
+		return err
+	}
+	if span.IsRecording() {
+		span.AddEvent("retry", trace.WithAttributes(attribute.Int("coordinator.attempt", attempt),
+			attribute.String("error", err.Error()), attribute.Int64("coordinator.backoff_ms", wait.Milliseconds())))
+	}
+	if c.sleep(ctx, wait) != nil {
+		return fmt.Errorf("%s: %w", leg, context.Cause(ctx))
+	}
+	return nil
 }
 
 // retryable reports whether a Post error may be cured by sending the leg

@@ -9,12 +9,18 @@ import (
 	"github.com/coordinator-project/coordinator/internal/h1"
 )
 
+// pool is a client's connection pool.
+type pool interface {
+	http.RoundTripper
+	CloseIdleConnections()
+}
+
 // newTransport is the client's connection pool. A plain-http address gets
 // h1's, which sends each leg on its caller's goroutine: net/http's keeps
 // two goroutines a connection and hands each leg and answer across them. An
 // https one gets net/http's, which speaks HTTP/2 where the gateway offers
 // it.
-func newTransport(scheme string, dialer *net.Dialer, o Options) http.RoundTripper {
+func newTransport(scheme string, dialer *net.Dialer, o Options) pool {
 	if scheme == "http" {
 		return &h1.Transport{
 			DialContext:           dialer.DialContext,

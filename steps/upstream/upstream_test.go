@@ -71,6 +71,38 @@ func TestPost(t *testing.T) {
 	assert.False(t, errors.As(err, &te), "a cancelled request is not a transport failure")
 }
 
+// TestARedirectIsTheLegsAnswer: a leg answered with a redirect fails with
+// that status, body and header, as any other non-2xx answer; the client
+// does not send the leg on to the Location (http.Client would, and would
+// turn a 302 or 303 into a GET without the body).
+func TestARedirectIsTheLegsAnswer(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		hits := 0
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits++
+			if r.URL.Path == "/elsewhere" {
+				w.WriteHeader(http.StatusOK)
+				return
+			}
+			w.Header().Set("Location", "/elsewhere")
+			w.WriteHeader(code)
+			_, _ = w.Write([]byte("moved"))
+		}))
+		c, err := upstream.New(upstream.Options{Address: srv.URL})
+		require.NoError(t, err)
+		_, err = c.Post(context.Background(), upstream.Request{Leg: "decode", Path: "/v1/completions", Profile: upstream.ProfileDecode, Body: []byte(`{}`)})
+		var se *upstream.StatusError
+		require.ErrorAs(t, err, &se, "HTTP %d", code)
+		assert.Equal(t, code, se.StatusCode)
+		assert.Equal(t, "/elsewhere", se.Header.Get("Location"))
+		assert.Equal(t, "moved", string(se.Body))
+		assert.Equal(t, 1, hits, "HTTP %d: the leg went once, to its own path", code)
+		c.Close()
+		srv.Close()
+	}
+}
+
 func TestPostUnreachable(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
