@@ -3,6 +3,7 @@ package jsonbody
 import (
 	"math"
 	"slices"
+	"sync"
 )
 
 // Index names the parts of a document that [ParseIndexed] keeps as nested
@@ -68,7 +69,9 @@ func ParseIndexed(data []byte, idx *Index) (*Object, error) {
 		}
 		return nil, ErrNotObject
 	}
-	o, end, err := parseObjectAt(data, i, 0, idx)
+	sc := scratches.Get().(*scratch)
+	defer sc.put()
+	o, end, err := parseObjectAt(sc, data, i, 0, idx)
 	if err == nil {
 		err = expectEnd(data, end)
 	}
@@ -92,7 +95,9 @@ func ParseArrayIndexed(data []byte, idx *Index) (*Array, error) {
 	if idx == nil {
 		idx = &Index{}
 	}
-	a, end, err := parseArrayAt(data, i, 0, idx)
+	sc := scratches.Get().(*scratch)
+	defer sc.put()
+	a, end, err := parseArrayAt(sc, data, i, 0, idx)
 	if err == nil {
 		err = expectEnd(data, end)
 	}
@@ -102,18 +107,44 @@ func ParseArrayIndexed(data []byte, idx *Index) (*Array, error) {
 	return a, nil
 }
 
+// scratch holds the members and elements read so far of the containers a
+// parse is in, innermost last. A container's go there as they are read, and
+// into the container, in a slice of their exact number, when it ends: a
+// document keeps no spare capacity (a growing slice has up to twice what
+// it holds).
+type scratch struct {
+	members []member
+	elems   []element
+}
+
+var scratches = sync.Pool{New: func() any { return &scratch{} }}
+
+// maxScratch bounds what a pooled scratch keeps (entries of each kind).
+const maxScratch = 1 << 12
+
+// put clears sc, which refers to the document, and pools it.
+func (sc *scratch) put() {
+	if cap(sc.members) > maxScratch || cap(sc.elems) > maxScratch {
+		return
+	}
+	clear(sc.members[:cap(sc.members)])
+	clear(sc.elems[:cap(sc.elems)])
+	sc.members, sc.elems = sc.members[:0], sc.elems[:0]
+	scratches.Put(sc)
+}
+
 // parseIndexedValue scans the value at data[i] inside a container at depth
 // depth (0: the top level) and, when idx asks for it, indexes it.
-func parseIndexedValue(data []byte, i, depth int, idx *Index) (end int, obj *Object, arr *Array, err error) {
+func parseIndexedValue(sc *scratch, data []byte, i, depth int, idx *Index) (end int, obj *Object, arr *Array, err error) {
 	if idx == nil || i >= len(data) {
 		end, err = scanValue(data, i, depth)
 		return end, nil, nil, err
 	}
 	switch data[i] {
 	case '{':
-		obj, end, err = parseObjectAt(data, i, depth, idx)
+		obj, end, err = parseObjectAt(sc, data, i, depth, idx)
 	case '[':
-		arr, end, err = parseArrayAt(data, i, depth, idx)
+		arr, end, err = parseArrayAt(sc, data, i, depth, idx)
 	default:
 		end, err = scanValue(data, i, depth)
 	}
@@ -122,12 +153,12 @@ func parseIndexedValue(data []byte, i, depth int, idx *Index) (end int, obj *Obj
 
 // parseObjectAt parses the object that starts at data[i] inside a
 // container at depth depth and returns it with the index just past it.
-func parseObjectAt(data []byte, i, depth int, idx *Index) (*Object, int, error) {
+func parseObjectAt(sc *scratch, data []byte, i, depth int, idx *Index) (*Object, int, error) {
 	if depth >= MaxDepth {
 		return nil, i, errDepth(i)
 	}
-	start := i
-	o := &Object{members: make([]member, 0, 8)}
+	start, base := i, len(sc.members)
+	o := &Object{}
 	if i = skipSpace(data, i+1); i < len(data) && data[i] == '}' {
 		o.raw = data[start : i+1]
 		return o, i + 1, nil
@@ -154,13 +185,13 @@ func parseObjectAt(data []byte, i, depth int, idx *Index) (*Object, int, error) 
 		if valueStart < len(data) && data[valueStart] == '"' {
 			i, m.escaped, err = scanString(data, valueStart)
 		} else {
-			i, m.obj, m.arr, err = parseIndexedValue(data, valueStart, depth+1, child)
+			i, m.obj, m.arr, err = parseIndexedValue(sc, data, valueStart, depth+1, child)
 		}
 		if err != nil {
 			return nil, i, err
 		}
 		m.value = data[valueStart:i]
-		o.members = append(o.members, m)
+		sc.members = append(sc.members, m)
 
 		if i = skipSpace(data, i); i >= len(data) {
 			return nil, i, errAt(data, i, "")
@@ -170,6 +201,8 @@ func parseObjectAt(data []byte, i, depth int, idx *Index) (*Object, int, error) 
 			i = skipSpace(data, i+1)
 		case '}':
 			o.raw = data[start : i+1]
+			o.members = slices.Clone(sc.members[base:])
+			sc.members = sc.members[:base]
 			return o, i + 1, nil
 		default:
 			return nil, i, errAt(data, i, "after object key:value pair")
@@ -179,14 +212,14 @@ func parseObjectAt(data []byte, i, depth int, idx *Index) (*Object, int, error) 
 
 // parseArrayAt parses the array that starts at data[i] inside a container
 // at depth depth, as idx says, and returns it with the index just past it.
-func parseArrayAt(data []byte, i, depth int, idx *Index) (*Array, int, error) {
+func parseArrayAt(sc *scratch, data []byte, i, depth int, idx *Index) (*Array, int, error) {
 	if depth >= MaxDepth {
 		return nil, i, errDepth(i)
 	}
 	if idx.Uint32s {
 		return parseUint32sAt(data, i, depth)
 	}
-	start := i
+	start, base := i, len(sc.elems)
 	a := &Array{}
 	if i = skipSpace(data, i+1); i < len(data) && data[i] == ']' {
 		a.raw = data[start : i+1]
@@ -196,11 +229,11 @@ func parseArrayAt(data []byte, i, depth int, idx *Index) (*Array, int, error) {
 		e := element{}
 		valueStart := i
 		var err error
-		if i, e.obj, e.arr, err = parseIndexedValue(data, i, depth+1, idx.Elements); err != nil {
+		if i, e.obj, e.arr, err = parseIndexedValue(sc, data, i, depth+1, idx.Elements); err != nil {
 			return nil, i, err
 		}
 		e.value = data[valueStart:i]
-		a.elems = append(a.elems, e)
+		sc.elems = append(sc.elems, e)
 		if i = skipSpace(data, i); i >= len(data) {
 			return nil, i, errAt(data, i, "")
 		}
@@ -209,6 +242,8 @@ func parseArrayAt(data []byte, i, depth int, idx *Index) (*Array, int, error) {
 			i = skipSpace(data, i+1)
 		case ']':
 			a.raw = data[start : i+1]
+			a.elems = slices.Clone(sc.elems[base:])
+			sc.elems = sc.elems[:base]
 			return a, i + 1, nil
 		default:
 			return nil, i, errAt(data, i, "after array element")
