@@ -31,13 +31,22 @@ type conn struct {
 	idleTimer *time.Timer // IdleConnTimeout's, while kept
 }
 
+// readBufferSize is a connection's read buffer, held for as long as the
+// connection lives, an open stream's included. A line of the header or a
+// chunk's size line longer than it is read in parts; a read of a body into
+// a buffer at least this large bypasses it (bufio.Reader), so only an
+// answer's framing and small events go through it. net/http's Transport
+// has 4 KiB; 1 KiB holds the usual event with its chunk framing, and
+// spares an idle stream 3 KiB.
+const readBufferSize = 1 << 10
+
 // aLongTimeAgo is a deadline in the past: it fails the connection's
 // pending and next reads and writes at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
 func newConn(nc net.Conn, key string) *conn {
 	c := &conn{nc: nc, key: key, limit: -1}
-	c.br = bufio.NewReaderSize(c, 4<<10)
+	c.br = bufio.NewReaderSize(c, readBufferSize)
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.raw, _ = sc.SyscallConn()
 	}
