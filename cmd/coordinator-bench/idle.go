@@ -25,13 +25,15 @@ import (
 // front of the simulator, over the same process before the streams were
 // opened: goroutines and heap in use (the coordinator's /metrics) and
 // resident set (/proc/<pid>/status). The bare proxy is the reference for
-// the resident set. Goals: at most idleGoroutineGoal goroutines and
-// idleRSSGoal bytes per stream.
+// the resident set. Goals (issue 23): at most idleGoroutineGoal goroutines
+// and idleRSSGoal bytes per stream, and less than idle10kGoal for 10,000
+// streams (the process at rest and 10,000 times a stream).
 
-// Goals of the idle-streams probe, per open stream.
+// Goals of the idle-streams probe.
 const (
-	idleGoroutineGoal = 3
-	idleRSSGoal       = 50 << 10
+	idleGoroutineGoal = 4
+	idleRSSGoal       = 64 << 10
+	idle10kGoal       = 700 << 20
 )
 
 // idleSample is one process's goroutines, heap and stacks in use and
@@ -292,6 +294,8 @@ func writeIdle(w io.Writer, r *idleResult) {
 	fmt.Fprintln(tw, "per stream\tcoordinator\tgoal\tverdict\tproxy")
 	fmt.Fprintf(tw, "goroutines\t%.2f\t<= %d\t%s\t-\n", g, idleGoroutineGoal, passFail(g <= idleGoroutineGoal))
 	fmt.Fprintf(tw, "RSS KB\t%.1f\t<= %d\t%s\t%.1f\n", rss/1024, idleRSSGoal>>10, passFail(rss <= idleRSSGoal), proxyRSS/1024)
+	at10k, proxy10k := float64(r.Base.RSS)+10000*rss, float64(r.ProxyBase.RSS)+10000*proxyRSS
+	fmt.Fprintf(tw, "10k streams MB\t%.0f\t< %d\t%s\t%.0f\n", at10k/(1<<20), idle10kGoal>>20, passFail(at10k < idle10kGoal), proxy10k/(1<<20))
 	fmt.Fprintf(tw, "heap in use KB\t%.1f\t-\t-\t-\n", heap/1024)
 	fmt.Fprintf(tw, "stacks in use KB\t%.1f\t-\t-\t-\n", stack/1024)
 	_ = tw.Flush()

@@ -70,8 +70,14 @@ func TestIdleReport(t *testing.T) {
 	assert.Regexp(t, `goroutines +5\.00 `, out)
 	assert.Regexp(t, `RSS KB +100\.0 `, out)
 	assert.Regexp(t, `heap in use KB +30\.0 `, out)
-	assert.Equal(t, 2, strings.Count(out, "FAIL"), "5 goroutines and 100 KB miss both goals:\n%s", out)
+	assert.Regexp(t, `10k streams MB +987 +< 700 +FAIL`, out, "10 MB at rest and 10,000 times 100 KB")
+	assert.Equal(t, 3, strings.Count(out, "FAIL"), "5 goroutines and 100 KB miss every goal:\n%s", out)
 	assert.Contains(t, out, "20 before, 520 open, 21 after")
+
+	r.Open = idleSample{Goroutines: 320, RSS: 10<<20 + 100*60<<10}
+	w.Reset()
+	writeIdle(&w, r)
+	assert.NotContains(t, w.String(), "FAIL", "3 goroutines and 60 KB a stream (596 MB for 10k) meet every goal:\n%s", w.String())
 }
 
 func TestNewTemplates(t *testing.T) {
