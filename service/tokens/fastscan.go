@@ -13,6 +13,7 @@ import (
 type fastScan struct {
 	data []byte
 	i    int
+	sc   *scratch // what the decoded slices are windows of
 }
 
 // maxFastDepth bounds the nesting of the members fastAnswer skips.
@@ -180,16 +181,8 @@ func (s *fastScan) uint32s(dst *[]uint32) bool {
 	if s.null() {
 		return true
 	}
-	out := make([]uint32, 0, 1)
-	ok := s.array(func() bool {
-		var v uint32
-		if !s.uint32(&v) {
-			return false
-		}
-		out = append(out, v)
-		return true
-	})
-	*dst = out
+	var ok bool
+	*dst, ok = pooledArray(s, &s.sc.tokenIDs, s.uint32)
 	return ok
 }
 
