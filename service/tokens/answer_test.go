@@ -172,7 +172,9 @@ func TestWorkerErrorObjects(t *testing.T) {
 			t.Parallel()
 			for _, parse := range []func([]byte) error{
 				func(b []byte) error { _, err := parseTokensResponse(b, nil); return err },
-				func(b []byte) error { return mergeStreamEvent(&coordinatorv1.TokensChunk{}, b, newTestChoice, &scratch{}) },
+				func(b []byte) error {
+					return mergeStreamEvent(&coordinatorv1.TokensChunk{}, b, newTestChoice, &scratch{})
+				},
 			} {
 				se, ok := errors.AsType[*upstream.StatusError](parse([]byte(tt.body)))
 				require.True(t, ok)
