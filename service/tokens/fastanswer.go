@@ -187,7 +187,8 @@ func (s *fastScan) unknown(key []byte, known ...string) bool {
 		}
 	}
 	for _, k := range known {
-		if bytes.EqualFold(key, []byte(k)) {
+		// An ASCII key folds only to one of its length.
+		if len(key) == len(k) && bytes.EqualFold(key, []byte(k)) {
 			return false
 		}
 	}
