@@ -202,7 +202,9 @@ func (s *fastScan) token(t *tokenSpelling) bool {
 
 // pooledArray reads an array into the next elements of *pool (a slice of
 // the scratch), elem reading each into a zeroed element, and returns them,
-// never nil: encoding/json reads [] as an empty slice.
+// never nil: encoding/json reads [] as an empty slice. elem must not read
+// into the same pool (no type of the answer nests in itself): an append
+// there would move the element it is filling.
 func pooledArray[T any](s *fastScan, pool *[]T, elem func(*T) bool) ([]T, bool) {
 	start := len(*pool)
 	ok := s.array(func() bool {

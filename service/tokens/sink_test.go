@@ -221,7 +221,8 @@ func (*discardStream) Send(*coordinatorv1.GenerateStreamResponse) error { return
 
 // TestTokensStreamSinkAllocs: once its storage has grown, a stream sink
 // allocates nothing for a batch of the usual events (a rollout's n=4
-// samples, one token each, with logprobs).
+// samples, one token each, with logprobs). Not parallel: AllocsPerRun
+// counts the whole process's allocations.
 func TestTokensStreamSinkAllocs(t *testing.T) {
 	s := NewStreamSink(&discardStream{})
 	var batch [][]byte
