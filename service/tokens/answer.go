@@ -123,13 +123,14 @@ func (e *errorKind) UnmarshalJSON(raw []byte) error {
 	return nil
 }
 
-// readAnswer decodes one answer or event; a worker's error object becomes
-// the decode leg's *upstream.StatusError.
+// readAnswer decodes one answer or event into sc's answer, overwriting
+// what the previous read returned; a worker's error object becomes the
+// decode leg's *upstream.StatusError.
 // The usual shapes are read by fastAnswer (fastanswer.go), any other by
 // encoding/json.
-func readAnswer(data []byte, what string) (*generateAnswer, error) {
-	a := &generateAnswer{}
-	if !fastAnswer(data, a) {
+func readAnswer(data []byte, what string, sc *scratch) (*generateAnswer, error) {
+	a := sc.newAnswer()
+	if !fastAnswer(data, a, sc) {
 		*a = generateAnswer{}
 		if err := json.Unmarshal(data, a); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
@@ -145,7 +146,8 @@ func readAnswer(data []byte, what string) (*generateAnswer, error) {
 // request's token IDs, which prompt_logprobs entries are about; with none,
 // prompt_logprobs is not read.
 func parseTokensResponse(body []byte, prompt []uint32) (*coordinatorv1.TokensResponse, error) {
-	a, err := readAnswer(body, "decode answer")
+	sc := &scratch{}
+	a, err := readAnswer(body, "decode answer", sc)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +157,7 @@ func parseTokensResponse(body []byte, prompt []uint32) (*coordinatorv1.TokensRes
 	resp := &coordinatorv1.TokensResponse{Choices: make([]*coordinatorv1.TokensChoice, len(a.Choices))}
 	for i := range a.Choices {
 		c := &coordinatorv1.TokensChoice{Index: a.Choices[i].Index}
-		if err := mergeChoice(c, &a.Choices[i]); err != nil {
+		if err := mergeChoice(c, &a.Choices[i], sc); err != nil {
 			return nil, fmt.Errorf("decode answer: choices[%d]%w", i, err)
 		}
 		resp.Choices[i] = c
@@ -171,10 +173,11 @@ func parseTokensResponse(body []byte, prompt []uint32) (*coordinatorv1.TokensRes
 
 // mergeStreamEvent merges the choices of one GenerateStreamResponse event
 // into chunk: a choice already in chunk (same index) gets the new tokens
-// appended; newChoice hands out an empty choice to add. The event's usage,
-// if any, becomes the chunk's.
-func mergeStreamEvent(chunk *coordinatorv1.TokensChunk, data []byte, newChoice func() *coordinatorv1.TokensChoice) error {
-	a, err := readAnswer(data, "decode event")
+// appended; newChoice hands out an empty choice to add. The event is
+// decoded into sc, and the logprob entries added come from it. The event's
+// usage, if any, becomes the chunk's.
+func mergeStreamEvent(chunk *coordinatorv1.TokensChunk, data []byte, newChoice func() *coordinatorv1.TokensChoice, sc *scratch) error {
+	a, err := readAnswer(data, "decode event", sc)
 	if err != nil {
 		return err
 	}
@@ -192,7 +195,7 @@ func mergeStreamEvent(chunk *coordinatorv1.TokensChunk, data []byte, newChoice f
 			c.Index = src.Index
 			chunk.Choices = append(chunk.Choices, c)
 		}
-		if err := mergeChoice(c, src); err != nil {
+		if err := mergeChoice(c, src, sc); err != nil {
 			return fmt.Errorf("decode event: choices[%d]%w", i, err)
 		}
 	}
@@ -202,34 +205,29 @@ func mergeStreamEvent(chunk *coordinatorv1.TokensChunk, data []byte, newChoice f
 	return nil
 }
 
-// mergeChoice appends the choice's token IDs and their logprobs to c and
-// sets its finish reason when the worker sent one.
-func mergeChoice(c *coordinatorv1.TokensChoice, src *generateChoice) error {
-	if c.TokenIds == nil {
-		c.TokenIds = src.TokenIDs
-	} else {
-		c.TokenIds = append(c.TokenIds, src.TokenIDs...)
-	}
+// mergeChoice appends the choice's token IDs (copied: src is sc's) and
+// their logprobs (entries sc hands out) to c, and sets its finish reason
+// when the worker sent one.
+func mergeChoice(c *coordinatorv1.TokensChoice, src *generateChoice, sc *scratch) error {
+	c.TokenIds = append(c.TokenIds, src.TokenIDs...)
 	if src.Logprobs != nil && src.Logprobs.Content != nil {
 		content := src.Logprobs.Content
 		if len(content) != len(src.TokenIDs) {
 			return fmt.Errorf(".logprobs.content: %d entries for %d tokens", len(content), len(src.TokenIDs))
 		}
-		// One allocation for this choice's entries, one for their top lists.
-		entries := make([]coordinatorv1.TokenLogprob, len(content))
 		tops := 0
 		for i := range content {
 			tops += len(content[i].TopLogprobs)
 		}
-		topEntries := make([]coordinatorv1.TopLogprob, tops)
-		topPtrs := make([]*coordinatorv1.TopLogprob, tops)
+		entries := sc.entries.take(len(content))
+		topEntries, topPtrs := sc.topEntries.take(tops), sc.topPtrs.take(tops)
 		for i := range content {
 			e := &entries[i]
-			e.TokenId, e.Logprob = uint32(content[i].Token), content[i].Logprob
+			*e = coordinatorv1.TokenLogprob{TokenId: uint32(content[i].Token), Logprob: content[i].Logprob}
 			if n := len(content[i].TopLogprobs); n > 0 {
 				e.TopLogprobs, topPtrs = topPtrs[:n:n], topPtrs[n:]
 				for k, t := range content[i].TopLogprobs {
-					topEntries[k].TokenId, topEntries[k].Logprob = uint32(t.Token), t.Logprob
+					topEntries[k] = coordinatorv1.TopLogprob{TokenId: uint32(t.Token), Logprob: t.Logprob}
 					e.TopLogprobs[k] = &topEntries[k]
 				}
 				topEntries = topEntries[n:]

@@ -172,7 +172,9 @@ func TestWorkerErrorObjects(t *testing.T) {
 			t.Parallel()
 			for _, parse := range []func([]byte) error{
 				func(b []byte) error { _, err := parseTokensResponse(b, nil); return err },
-				func(b []byte) error { return mergeStreamEvent(&coordinatorv1.TokensChunk{}, b, newTestChoice) },
+				func(b []byte) error {
+					return mergeStreamEvent(&coordinatorv1.TokensChunk{}, b, newTestChoice, &scratch{})
+				},
 			} {
 				se, ok := errors.AsType[*upstream.StatusError](parse([]byte(tt.body)))
 				require.True(t, ok)
@@ -196,8 +198,9 @@ func TestMergeStreamEvent(t *testing.T) {
 		`{"request_id":"r","choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3,"total_tokens":7}}`,
 	}
 	var chunk coordinatorv1.TokensChunk
+	var sc scratch
 	for _, e := range events {
-		require.NoError(t, mergeStreamEvent(&chunk, []byte(e), newTestChoice))
+		require.NoError(t, mergeStreamEvent(&chunk, []byte(e), newTestChoice, &sc))
 	}
 	assertProto(t, &coordinatorv1.TokensChunk{
 		Choices: []*coordinatorv1.TokensChoice{
@@ -208,11 +211,11 @@ func TestMergeStreamEvent(t *testing.T) {
 		Usage: &coordinatorv1.Usage{PromptTokens: 4, CompletionTokens: 3, TotalTokens: 7},
 	}, &chunk)
 
-	err := mergeStreamEvent(&chunk, []byte(`{"choices":[{"index":0,"token_ids":[1,2],"logprobs":{"content":[]}}]}`), newTestChoice)
+	err := mergeStreamEvent(&chunk, []byte(`{"choices":[{"index":0,"token_ids":[1,2],"logprobs":{"content":[]}}]}`), newTestChoice, &scratch{})
 	assert.ErrorContains(t, err, "decode event: choices[0].logprobs.content: 0 entries for 2 tokens")
-	err = mergeStreamEvent(&chunk, []byte(`{"choices":[{"index":0,"token_ids":[1,2],"logprobs":{"content":null}}]}`), newTestChoice)
+	err = mergeStreamEvent(&chunk, []byte(`{"choices":[{"index":0,"token_ids":[1,2],"logprobs":{"content":null}}]}`), newTestChoice, &scratch{})
 	assert.NoError(t, err, "content null: no logprobs")
-	assert.ErrorContains(t, mergeStreamEvent(&chunk, []byte(`{"choices":`), newTestChoice), "decode event")
+	assert.ErrorContains(t, mergeStreamEvent(&chunk, []byte(`{"choices":`), newTestChoice, &scratch{}), "decode event")
 }
 
 func TestTokenID(t *testing.T) {
@@ -350,7 +353,7 @@ func TestJSONBodyEventAgrees(t *testing.T) {
 	t.Parallel()
 	for _, k := range []int{-1, 0, 1, 20} {
 		var a, b coordinatorv1.TokensChunk
-		require.NoError(t, mergeStreamEvent(&a, streamEvent(k), newTestChoice))
+		require.NoError(t, mergeStreamEvent(&a, streamEvent(k), newTestChoice, &scratch{}))
 		require.NoError(t, mergeJSONBodyEvent(&b, streamEvent(k)))
 		assertProto(t, &b, &a)
 	}
@@ -383,7 +386,8 @@ func BenchmarkStreamEvent(b *testing.B) {
 			s := &StreamSink{}
 			for b.Loop() {
 				s.chunk.Choices, s.used = s.chunk.Choices[:0], 0
-				if err := mergeStreamEvent(&s.chunk, data, s.takeChoice); err != nil {
+				s.scratch.release()
+				if err := mergeStreamEvent(&s.chunk, data, s.takeChoice, &s.scratch); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -401,7 +405,7 @@ func BenchmarkStreamEvent(b *testing.B) {
 		})
 		b.Run(name+"/proto-marshal", func(b *testing.B) {
 			var chunk coordinatorv1.TokensChunk
-			if err := mergeStreamEvent(&chunk, data, newTestChoice); err != nil {
+			if err := mergeStreamEvent(&chunk, data, newTestChoice, &scratch{}); err != nil {
 				b.Fatal(err)
 			}
 			msg := &coordinatorv1.GenerateStreamResponse{Chunk: &coordinatorv1.GenerateStreamResponse_Tokens{Tokens: &chunk}}

@@ -14,9 +14,9 @@ import "bytes"
 // it reads as encoding/json does.
 
 // fastAnswer decodes data into a, or reports false, having maybe written
-// part of a.
-func fastAnswer(data []byte, a *generateAnswer) bool {
-	s := fastScan{data: data}
+// part of a. The slices it reads are windows of sc's, which it appends to.
+func fastAnswer(data []byte, a *generateAnswer, sc *scratch) bool {
+	s := fastScan{data: data, sc: sc}
 	s.space()
 	var seen uint8
 	ok := s.object(func(key []byte) bool {
@@ -57,12 +57,8 @@ func (s *fastScan) choices(dst *[]generateChoice) bool {
 	if s.null() {
 		return true // a nil slice stays nil
 	}
-	out := make([]generateChoice, 0, 1)
-	ok := s.array(func() bool {
-		out = append(out, generateChoice{})
-		return s.choice(&out[len(out)-1])
-	})
-	*dst = out
+	var ok bool
+	*dst, ok = pooledArray(s, &s.sc.choices, s.choice)
 	return ok
 }
 
@@ -80,7 +76,8 @@ func (s *fastScan) choice(c *generateChoice) bool {
 			})
 		case "logprobs":
 			return s.nullOr(&seen, 8, func() bool {
-				c.Logprobs = &chatLogprobs{}
+				s.sc.logprobs = append(s.sc.logprobs, chatLogprobs{})
+				c.Logprobs = &s.sc.logprobs[len(s.sc.logprobs)-1]
 				return s.logprobs(c.Logprobs)
 			})
 		}
@@ -95,11 +92,9 @@ func (s *fastScan) logprobs(l *chatLogprobs) bool {
 			return s.unknown(key, "content")
 		}
 		return s.nullOr(&seen, 1, func() bool {
-			l.Content = make([]chatLogprob, 0, 1)
-			return s.array(func() bool {
-				l.Content = append(l.Content, chatLogprob{})
-				return s.logprob(&l.Content[len(l.Content)-1])
-			})
+			var ok bool
+			l.Content, ok = pooledArray(s, &s.sc.content, s.logprob)
+			return ok
 		})
 	})
 }
@@ -114,11 +109,9 @@ func (s *fastScan) logprob(e *chatLogprob) bool {
 			return once(&seen, 2) && s.float32(&e.Logprob)
 		case "top_logprobs":
 			return s.nullOr(&seen, 4, func() bool {
-				e.TopLogprobs = make([]topLogprob, 0, 8)
-				return s.array(func() bool {
-					e.TopLogprobs = append(e.TopLogprobs, topLogprob{})
-					return s.topLogprob(&e.TopLogprobs[len(e.TopLogprobs)-1])
-				})
+				var ok bool
+				e.TopLogprobs, ok = pooledArray(s, &s.sc.tops, s.topLogprob)
+				return ok
 			})
 		}
 		return s.unknown(key, "token", "logprob", "top_logprobs")
@@ -194,7 +187,8 @@ func (s *fastScan) unknown(key []byte, known ...string) bool {
 		}
 	}
 	for _, k := range known {
-		if bytes.EqualFold(key, []byte(k)) {
+		// An ASCII key folds only to one of its length.
+		if len(key) == len(k) && bytes.EqualFold(key, []byte(k)) {
 			return false
 		}
 	}
@@ -204,4 +198,23 @@ func (s *fastScan) unknown(key []byte, known ...string) bool {
 // token reads a "token_id:<id>" spelling.
 func (s *fastScan) token(t *tokenSpelling) bool {
 	return s.stringValue(func(raw []byte) bool { return t.UnmarshalJSON(raw) == nil })
+}
+
+// pooledArray reads an array into the next elements of *pool (a slice of
+// the scratch), elem reading each into a zeroed element, and returns them,
+// never nil: encoding/json reads [] as an empty slice. elem must not read
+// into the same pool (no type of the answer nests in itself): an append
+// there would move the element it is filling.
+func pooledArray[T any](s *fastScan, pool *[]T, elem func(*T) bool) ([]T, bool) {
+	start := len(*pool)
+	ok := s.array(func() bool {
+		var zero T
+		*pool = append(*pool, zero)
+		return elem(&(*pool)[len(*pool)-1])
+	})
+	out := (*pool)[start:len(*pool):len(*pool)]
+	if out == nil {
+		out = []T{}
+	}
+	return out, ok
 }

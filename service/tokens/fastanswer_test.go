@@ -46,22 +46,38 @@ func TestFastAnswerReadsAsEncodingJSON(t *testing.T) {
 	for _, s := range fastAnswerSeeds {
 		checkFastAnswer(t, []byte(s))
 	}
-	var fast generateAnswer
-	assert.True(t, fastAnswer(streamEvent(5), &fast), "the usual event is read without encoding/json")
-	assert.False(t, fastAnswer([]byte(`{"Choices":[]}`), &fast), "a key in another case is encoding/json's")
+	var sc scratch
+	assert.True(t, fastAnswer(streamEvent(5), sc.newAnswer(), &sc), "the usual event is read without encoding/json")
+	assert.False(t, fastAnswer([]byte(`{"Choices":[]}`), sc.newAnswer(), &sc), "a key in another case is encoding/json's")
 }
 
 // checkFastAnswer: whatever fastAnswer takes, encoding/json takes and
-// reads the same.
+// reads the same, also into a scratch an earlier event used.
 func checkFastAnswer(t *testing.T, data []byte) {
 	t.Helper()
-	var fast, slow generateAnswer
-	if !fastAnswer(data, &fast) {
+	var sc scratch
+	fast := sc.newAnswer()
+	if !fastAnswer(data, fast, &sc) {
 		return
 	}
+	var slow generateAnswer
 	require.NoError(t, json.Unmarshal(data, &slow), "%s", data)
-	require.Equal(t, slow, fast, "%s", data)
+	require.Equal(t, slow, *fast, "%s", data)
+
+	require.True(t, fastAnswer(usedScratchEvent, sc.newAnswer(), &sc))
+	again := sc.newAnswer()
+	require.True(t, fastAnswer(data, again, &sc))
+	require.Equal(t, slow, *again, "%s after another event", data)
 }
+
+// usedScratchEvent fills a scratch before it reads again: two choices,
+// each with tokens, logprobs and top logprobs.
+var usedScratchEvent = []byte(`{"choices":[` +
+	`{"index":3,"token_ids":[7,8],"finish_reason":"stop","logprobs":{"content":[` +
+	`{"token":"token_id:7","logprob":-1,"top_logprobs":[{"token":"token_id:7","logprob":-1},{"token":"token_id:9","logprob":-2}]},` +
+	`{"token":"token_id:8","logprob":-3,"top_logprobs":[{"token":"token_id:8","logprob":-3}]}]}},` +
+	`{"index":1,"token_ids":[5],"logprobs":{"content":[{"token":"token_id:5","logprob":-4,"top_logprobs":[]}]}}],` +
+	`"usage":{"prompt_tokens":1,"completion_tokens":3,"total_tokens":4}}`)
 
 func FuzzFastAnswer(f *testing.F) {
 	for k := -1; k <= 5; k++ {

@@ -13,6 +13,7 @@ import (
 type fastScan struct {
 	data []byte
 	i    int
+	sc   *scratch // what the decoded slices are windows of
 }
 
 // maxFastDepth bounds the nesting of the members fastAnswer skips.
@@ -121,17 +122,24 @@ func (s *fastScan) plainString() ([]byte, bool) {
 		return nil, false
 	}
 	start := s.i
-	for ; s.i < len(s.data); s.i++ {
-		switch c := s.data[s.i]; {
-		case c == '"':
-			s.i++
-			return s.data[start : s.i-1], true
-		case c == '\\' || c < 0x20:
-			return nil, false
-		}
+	for s.i < len(s.data) && plainByte[s.data[s.i]] {
+		s.i++
 	}
-	return nil, false
+	if s.i < len(s.data) && s.data[s.i] == '"' {
+		s.i++
+		return s.data[start : s.i-1], true
+	}
+	return nil, false // an escape, a control character or the end
 }
+
+// plainByte marks the bytes a plain string holds as they are: any but the
+// quote, the backslash and the control characters.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < len(t); c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // number reads a JSON number and returns its text.
 func (s *fastScan) number() ([]byte, bool) {
@@ -180,16 +188,8 @@ func (s *fastScan) uint32s(dst *[]uint32) bool {
 	if s.null() {
 		return true
 	}
-	out := make([]uint32, 0, 1)
-	ok := s.array(func() bool {
-		var v uint32
-		if !s.uint32(&v) {
-			return false
-		}
-		out = append(out, v)
-		return true
-	})
-	*dst = out
+	var ok bool
+	*dst, ok = pooledArray(s, &s.sc.tokenIDs, s.uint32)
 	return ok
 }
 
@@ -206,10 +206,7 @@ func (s *fastScan) float32(dst *float32) bool {
 
 // null reads a null, if that is what comes next.
 func (s *fastScan) null() bool {
-	if bytes.HasPrefix(s.data[s.i:], []byte("null")) {
-		return s.literal("null")
-	}
-	return false
+	return s.literal("null")
 }
 
 func (s *fastScan) literal(lit string) bool {

@@ -49,8 +49,9 @@ func (s *UnarySink) Events([][]byte, []string) error { return errStreamedAnswer 
 // tokens request: each batch of events that arrived together becomes one
 // TokensChunk, the new tokens of each choice merged by index. The worker's
 // last events carry the finish reasons, then the usage; "[DONE]" sends
-// nothing. The message and its choices are reused: SendMsg is done with
-// them when it returns.
+// nothing. The message, its choices and their logprob entries are reused,
+// and so is the storage each event is decoded into: SendMsg is done with
+// the message when it returns.
 type StreamSink struct {
 	stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]
 	chunk  coordinatorv1.TokensChunk
@@ -60,6 +61,7 @@ type StreamSink struct {
 	choices   []*coordinatorv1.TokensChoice
 	used      int
 	newChoice func() *coordinatorv1.TokensChoice
+	scratch   scratch
 }
 
 func NewStreamSink(stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) *StreamSink {
@@ -88,22 +90,19 @@ func (*StreamSink) Header(http.Header) {}
 // Events implements steps.Sink.
 func (s *StreamSink) Events(data [][]byte, _ []string) error {
 	s.chunk.Choices, s.chunk.Usage, s.used = s.chunk.Choices[:0], nil, 0
+	s.scratch.release() // the last message is sent, or given up
 	for _, d := range data {
 		if string(d) == "[DONE]" {
 			continue
 		}
-		if err := mergeStreamEvent(&s.chunk, d, s.newChoice); err != nil {
+		if err := mergeStreamEvent(&s.chunk, d, s.newChoice, &s.scratch); err != nil {
 			return err
 		}
 	}
 	if len(s.chunk.Choices) == 0 && s.chunk.Usage == nil {
 		return nil
 	}
-	err := s.stream.Send(&s.msg)
-	for _, c := range s.chunk.Choices {
-		clear(c.Logprobs) // drop the pointers: the next message has new ones
-	}
-	return err
+	return s.stream.Send(&s.msg)
 }
 
 // Response implements steps.Sink: a worker that answered in one piece is

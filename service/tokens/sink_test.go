@@ -3,6 +3,8 @@ package tokens
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -148,4 +150,94 @@ func TestTokensUnarySink(t *testing.T) {
 		PromptLogprobs: []*coordinatorv1.PromptLogprob{{TokenId: 1}, {TokenId: 2, Logprob: proto.Float32(-1), TopLogprobs: []*coordinatorv1.TopLogprob{{TokenId: 2, Logprob: -1}}}},
 	}, s.resp)
 	assert.Error(t, s.Response(200, "application/json", []byte(`{"choices":[{"token_ids":{}}]}`)))
+}
+
+// TestTokensStreamSinkReusesOnlyWhatIsSent streams batches of events of
+// changing shapes (choices, tokens, top logprobs) through one sink: each
+// message sent holds its own batch's tokens and logprobs, whatever the
+// storage reused from the events and messages before it held.
+func TestTokensStreamSinkReusesOnlyWhatIsSent(t *testing.T) {
+	t.Parallel()
+	f := &fakeStream{}
+	s := NewStreamSink(f)
+	var want []*coordinatorv1.GenerateStreamResponse
+	id := uint32(100)
+	for b := range 24 {
+		var batch []string
+		chunk := &coordinatorv1.TokensChunk{}
+		byIndex := map[uint32]*coordinatorv1.TokensChoice{}
+		withLogprobs := b%5 != 0
+		for e := range 1 + (b*7)%5 {
+			var choices []string
+			for k := range 1 + (b+e)%2 {
+				index := uint32((b + e + 2*k) % 3)
+				c := byIndex[index]
+				if c == nil {
+					c = &coordinatorv1.TokensChoice{Index: index}
+					byIndex[index] = c
+					chunk.Choices = append(chunk.Choices, c)
+				}
+				var ids, content []string
+				for range 1 + (b*e+k)%3 {
+					id++
+					ids = append(ids, fmt.Sprint(id))
+					c.TokenIds = append(c.TokenIds, id)
+					if !withLogprobs {
+						continue
+					}
+					lp := &coordinatorv1.TokenLogprob{TokenId: id, Logprob: -float32(id%7) - 0.5}
+					var tops []string
+					for n := range (b + 2*e + int(id)) % 4 {
+						top := &coordinatorv1.TopLogprob{TokenId: id + uint32(n)*1000, Logprob: -float32(n) - 0.25}
+						lp.TopLogprobs = append(lp.TopLogprobs, top)
+						tops = append(tops, fmt.Sprintf(`{"token":"token_id:%d","logprob":%g,"bytes":null}`, top.TokenId, top.Logprob))
+					}
+					content = append(content, fmt.Sprintf(`{"token":"token_id:%d","logprob":%g,"top_logprobs":[%s]}`,
+						id, lp.Logprob, strings.Join(tops, ",")))
+					c.Logprobs = append(c.Logprobs, lp)
+				}
+				logprobs := "null"
+				if withLogprobs {
+					logprobs = `{"content":[` + strings.Join(content, ",") + `]}`
+				}
+				choices = append(choices, fmt.Sprintf(`{"index":%d,"logprobs":%s,"finish_reason":null,"token_ids":[%s]}`,
+					index, logprobs, strings.Join(ids, ",")))
+			}
+			batch = append(batch, `{"request_id":"r","choices":[`+strings.Join(choices, ",")+`]}`)
+		}
+		require.NoError(t, s.Events(events(batch...), nil), "batch %d", b)
+		want = append(want, &coordinatorv1.GenerateStreamResponse{Chunk: &coordinatorv1.GenerateStreamResponse_Tokens{Tokens: chunk}})
+	}
+	require.Len(t, f.sent, len(want))
+	for i := range want {
+		assertProto(t, want[i], f.sent[i])
+	}
+}
+
+// discardStream takes each message without keeping it.
+type discardStream struct{ fakeStream }
+
+func (*discardStream) Send(*coordinatorv1.GenerateStreamResponse) error { return nil }
+
+// TestTokensStreamSinkAllocs: once its storage has grown, a stream sink
+// allocates nothing for a batch of the usual events (a rollout's n=4
+// samples, one token each, with logprobs). Not parallel: AllocsPerRun
+// counts the whole process's allocations.
+func TestTokensStreamSinkAllocs(t *testing.T) {
+	s := NewStreamSink(&discardStream{})
+	var batch [][]byte
+	for i := range 4 {
+		batch = append(batch, []byte(fmt.Sprintf(`{"request_id":"generate-tokens-0b8f2c6e","choices":[{"index":%d,"logprobs":`+
+			`{"content":[{"token":"token_id:151643","logprob":-0.123,"bytes":null,"top_logprobs":[{"token":"token_id:151643","logprob":-0.123,"bytes":null}]}]},`+
+			`"finish_reason":null,"token_ids":[151643],"routed_experts":null}]}`, i)))
+	}
+	for range 3 {
+		require.NoError(t, s.Events(batch, nil))
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := s.Events(batch, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs, "allocations per batch of %d events", len(batch))
 }

@@ -165,12 +165,30 @@ type clientAnswer struct {
 // quoted key only as a key (inside a string its quotes are escaped).
 var usageKey = []byte(`"usage"`)
 
+// hasKey reports whether JSON text holds quoted, a key in its quotes, as
+// bytes.Contains does, at a fraction of the cost on every event: it looks
+// for the key and its closing quote, then checks the opening one, where a
+// search for the opening quote first stops at every string in the text.
+func hasKey(text, quoted []byte) bool {
+	rest := quoted[1:]
+	for i := 0; ; {
+		j := bytes.Index(text[i:], rest)
+		if j < 0 {
+			return false
+		}
+		if i += j; i > 0 && text[i-1] == '"' {
+			return true
+		}
+		i++
+	}
+}
+
 // Header implements relay.Sink: the worker's answer header goes on unchanged.
 func (s *clientAnswer) Header(h http.Header) { s.next.Header(h) }
 
 // Response implements relay.Sink.
 func (s *clientAnswer) Response(status int, contentType string, body []byte) error {
-	if s.prefill == nil && !bytes.Contains(body, usageKey) {
+	if s.prefill == nil && !hasKey(body, usageKey) {
 		return s.next.Response(status, contentType, body) // nothing to read or change
 	}
 	if obj, err := jsonbody.ParseObject(body); err == nil {
@@ -206,8 +224,8 @@ func (s *clientAnswer) Events(data [][]byte, names []string) error {
 
 // event edits one event; ok is false when it goes on as it came.
 func (s *clientAnswer) event(ev []byte) ([]byte, bool) {
-	needsEcho := s.echo != nil && bytes.Contains(ev, []byte(`"choices"`))
-	if !needsEcho && !bytes.Contains(ev, usageKey) {
+	needsEcho := s.echo != nil && hasKey(ev, []byte(`"choices"`))
+	if !needsEcho && !hasKey(ev, usageKey) {
 		return nil, false
 	}
 	obj, err := jsonbody.ParseObject(ev)
