@@ -27,7 +27,6 @@ import (
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
-	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 )
@@ -166,13 +165,12 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 	if raw, ok := doc.Root().Get("stream"); ok {
 		stream, _ = jsonbody.Bool(raw)
 	}
-	r = r.WithContext(inproc.WithParsedBody(r.Context(), doc))
 	h.metrics.Bytes(metrics.APIREST, "in", len(data))
 	defer h.metrics.Begin(metrics.APIREST, stream)()
 	if !stream {
 		h.holdOpen(w, r)
 	}
-	h.transcode(w, r, b, id, data, stream)
+	h.transcode(w, r, b, id, doc, stream)
 }
 
 // readBody reads the whole body, failing with *http.MaxBytesError past the cap.

@@ -71,10 +71,10 @@ var jsonContentType = []string{"application/json"}
 // streamError); answerWriter gives a stream's error before its first
 // event the REST front's status and body, and bounds each write of a
 // stream.
-func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, id string, body []byte, stream bool) {
-	x := &exchange{call: call{id: id, dialect: b.dialect}, body: bodyReader{data: body}, url: *r.URL}
+func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, id string, doc *steps.Document, stream bool) {
+	x := &exchange{call: call{id: id, dialect: b.dialect}, body: bodyReader{data: doc.Bytes()}, url: *r.URL}
 	x.w = answerWriter{ResponseWriter: w, call: &x.call, stream: stream, h: h}
-	gr := r.WithContext(context.WithValue(r.Context(), callKey{}, &x.call))
+	gr := r.WithContext(context.WithValue(inproc.WithParsedBody(r.Context(), doc), callKey{}, &x.call))
 	x.url.Path, x.url.RawPath, x.url.RawQuery = b.path, "", ""
 	if stream {
 		x.url.Path = b.streamPath

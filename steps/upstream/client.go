@@ -255,10 +255,8 @@ func report(ctx context.Context, leg, phase string, attempt int, start time.Time
 // post is one attempt.
 func (c *Client) post(ctx context.Context, r *Request, span trace.Span) (*http.Response, error) {
 	legCtx, cancel := ctx, context.CancelCauseFunc(nil)
-	if c.idle > 0 || c.timeout > 0 {
-		legCtx, cancel = context.WithCancelCause(ctx)
-	}
 	if c.timeout > 0 {
+		legCtx, cancel = context.WithCancelCause(ctx)
 		cancel = bounded(c.timeout, cancel)
 	}
 	resp, err := c.do(ctx, legCtx, r, span)
@@ -272,8 +270,8 @@ func (c *Client) post(ctx context.Context, r *Request, span trace.Span) (*http.R
 	return resp, nil
 }
 
-// do sends one attempt on legCtx (ctx, or a child of it the idle watchdog
-// can cancel) and returns a 2xx answer as it came.
+// do sends one attempt on legCtx (ctx, or a child of it bounded by
+// Options.Timeout) and returns a 2xx answer as it came.
 func (c *Client) do(ctx, legCtx context.Context, r *Request, span trace.Span) (*http.Response, error) {
 	req, err := c.newRequest(ctx, legCtx, r, span)
 	if err != nil {
@@ -286,6 +284,10 @@ func (c *Client) do(ctx, legCtx context.Context, r *Request, span trace.Span) (*
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, statusError(r.Leg, resp)
 	}
+	// Nothing reads the request from its answer, and a streamed answer
+	// would keep it (its header, URL and body reader, about 1 KB) for as
+	// long as the stream lasts.
+	resp.Request = nil
 	return resp, nil
 }
 
@@ -357,8 +359,10 @@ func profileValue(profile string) []string {
 	return []string{profile}
 }
 
-// setBody gives req the body of r, with its length and a way to send it
-// again (a redirect).
+// setBody gives req the body of r, with its length and a way to have it
+// again: net/http's transport sends a leg again on a new connection when
+// the kept one it chose turns out closed, and h1 tells a body it can have
+// again from a stream whose own read errors are the leg's.
 func setBody(req *http.Request, r *Request) {
 	if body, all := r.Body, r.Parts; all == nil {
 		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))

@@ -58,7 +58,7 @@ func (c *Client) forward(ctx context.Context, r ForwardRequest, span trace.Span)
 	if !strings.HasPrefix(r.Target, "/") {
 		return nil, fmt.Errorf("%s: target %q is not a path", LegPassthrough, r.Target)
 	}
-	legCtx, cancel := context.WithCancelCause(ctx) // the idle watchdog's, and Close's
+	legCtx, cancel := context.WithCancelCause(ctx) // ended by the answer's Close, a request body still streaming included
 	req, err := http.NewRequestWithContext(legCtx, r.Method, c.base+r.Target, r.Body)
 	if err != nil {
 		cancel(nil)

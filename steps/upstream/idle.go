@@ -45,33 +45,33 @@ func bounded(d time.Duration, cancel context.CancelCauseFunc) context.CancelCaus
 // error), anything else that is not io.EOF as a *TransportError with
 // InBody set (a reset, a truncated body, a silent one).
 //
-// With an idle bound, each Read that waits that long for data cancels the
-// leg's request (cancel, cause ErrStreamIdle), which ends the Read. The
-// clock runs only while a Read waits: a caller slow to read again (a slow
-// client downstream) is not the worker's silence.
+// With an idle bound, each Read that waits that long for data closes the
+// body, which ends the Read, and fails with ErrStreamIdle. The clock runs
+// only while a Read waits: a caller slow to read again (a slow client
+// downstream) is not the worker's silence.
 type answerBody struct {
 	io.ReadCloser
 	ctx    context.Context // the caller's
 	leg    string
 	idle   time.Duration
-	cancel context.CancelCauseFunc // the leg's request; nil without idle or timeout
+	cancel context.CancelCauseFunc // the leg's request, at Close; nil if it has none of its own
 	timer  *time.Timer
 	fired  atomic.Bool
 }
 
 func newAnswerBody(ctx context.Context, rc io.ReadCloser, leg string, idle time.Duration, cancel context.CancelCauseFunc) *answerBody {
 	b := &answerBody{ReadCloser: rc, ctx: ctx, leg: leg, idle: idle, cancel: cancel}
-	if idle > 0 && cancel != nil {
+	if idle > 0 {
 		b.timer = time.AfterFunc(idle, b.expire)
 		b.timer.Stop()
 	}
 	return b
 }
 
-// expire cuts the leg: the Read waiting on it returns.
+// expire cuts the leg: closing the body ends the Read waiting on it.
 func (b *answerBody) expire() {
 	b.fired.Store(true)
-	b.cancel(ErrStreamIdle)
+	_ = b.ReadCloser.Close()
 }
 
 // Read implements io.Reader.
