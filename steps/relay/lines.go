@@ -21,6 +21,7 @@ type lineReader struct {
 	start, end int     // the unread bytes of *buf
 	one        [1]byte
 	long       []byte // a line longer than the buffer, joined
+	empty      int    // reads in a row that returned nothing and no error
 }
 
 // lineBufferSize is the read buffer: a line longer than it is joined from
@@ -73,6 +74,10 @@ func (l *lineReader) line(tail []byte) []byte {
 	return bytes.TrimSuffix(line, []byte("\r"))
 }
 
+// maxEmptyReads is how many reads in a row may return nothing and no
+// error before the reader gives up (io.ErrNoProgress), as bufio's does.
+const maxEmptyReads = 100
+
 // fill reads more. With nothing unread it hands the buffer back and waits
 // for the next byte alone, then takes a buffer for what came with it.
 func (l *lineReader) fill() error {
@@ -80,11 +85,9 @@ func (l *lineReader) fill() error {
 		l.release()
 		n, err := l.r.Read(l.one[:])
 		if n == 0 {
-			if err == nil {
-				return nil
-			}
-			return err
+			return l.nothing(err)
 		}
+		l.empty = 0
 		l.buf = lineBuffers.Get().(*[]byte)
 		(*l.buf)[0] = l.one[0]
 		l.start, l.end = 0, 1
@@ -99,9 +102,21 @@ func (l *lineReader) fill() error {
 	n, err := l.r.Read((*l.buf)[l.end:])
 	l.end += n
 	if n > 0 {
+		l.empty = 0
 		return nil
 	}
-	return err
+	return l.nothing(err)
+}
+
+// nothing is fill's outcome for a read that returned no byte and err.
+func (l *lineReader) nothing(err error) error {
+	if err != nil {
+		return err
+	}
+	if l.empty++; l.empty >= maxEmptyReads {
+		return io.ErrNoProgress
+	}
+	return nil
 }
 
 // buffered is the number of unread bytes.

@@ -165,3 +165,19 @@ func TestAWaitingStreamHoldsNoBuffer(t *testing.T) {
 	assert.Equal(t, []bool{false, true, false, true, false, false}, r.held, "no buffer is held while the reader waits")
 	assert.Nil(t, lr.buf)
 }
+
+// stuckReader returns nothing and no error, forever.
+type stuckReader struct{ reads int }
+
+func (r *stuckReader) Read([]byte) (int, error) { r.reads++; return 0, nil }
+
+// TestAReaderThatNeverAnswersFailsTheStream: a body whose reads return
+// nothing and no error, over and over, fails the relay with
+// io.ErrNoProgress (as bufio's reader does) instead of spinning.
+func TestAReaderThatNeverAnswersFailsTheStream(t *testing.T) {
+	t.Parallel()
+	r := &stuckReader{}
+	err := relayEvents(r, &steptest.Sink{})
+	require.ErrorIs(t, err, io.ErrNoProgress)
+	assert.Equal(t, maxEmptyReads, r.reads)
+}
