@@ -33,12 +33,16 @@ type conn struct {
 
 // readBufferSize is a connection's read buffer, held for as long as the
 // connection lives, an open stream's included. A line of the header or a
-// chunk's size line longer than it is read in parts; a read of a body into
-// a buffer at least this large bypasses it (bufio.Reader), so only an
-// answer's framing and small events go through it. net/http's Transport
-// has 4 KiB; 1 KiB holds the usual event with its chunk framing, and
-// spares an idle stream 3 KiB.
-const readBufferSize = 1 << 10
+// chunk's size line longer than it is read in parts, and a read of a body
+// into a buffer at least this large bypasses it (bufio.Reader); but each
+// chunk's size line is read through it, so the events of a stream that
+// arrived together take one read system call per buffer. net/http's
+// Transport has 4 KiB. 2 KiB holds several usual events, and spares an
+// open stream 2 KiB: a stream whose events come at the pace of tokens
+// reads them one by one whatever the size, and one that arrived all at
+// once (the bench's simulator, with no token delay) takes about two more
+// reads a request than with 4 KiB (five more with 1 KiB).
+const readBufferSize = 2 << 10
 
 // aLongTimeAgo is a deadline in the past: it fails the connection's
 // pending and next reads and writes at once.
