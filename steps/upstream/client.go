@@ -115,7 +115,7 @@ func New(o Options) (*Client, error) {
 		KeepAlive: 30 * time.Second,
 	}
 	return &Client{
-		base:   strings.TrimSuffix(o.Address, "/"),
+		base:    strings.TrimSuffix(o.Address, "/"),
 		pool:    newTransport(u.Scheme, dialer, o),
 		log:     o.Log,
 		idle:    o.StreamIdleTimeout,
