@@ -62,8 +62,9 @@ var noForm = url.Values{}
 var jsonContentType = []string{"application/json"}
 
 // transcode hands one checked inference request to the generated gateway
-// handler of Generate, or of GenerateStream when stream is set: the body
-// becomes openai.json, the query exactly openai.endpoint and request_id
+// handler of Generate, or of GenerateStream when stream is set, with doc,
+// the one parse of its body, in the call's context (inproc.WithParsedBody;
+// one copy of the request takes both values): the body becomes openai.json, the query exactly openai.endpoint and request_id
 // (the client's query is not used on these routes), handed over parsed as
 // the request's Form (frontQuery reads it). The gateway does the
 // call, its metadata both ways (headers.MetadataKey, headers.ResponseKey),
