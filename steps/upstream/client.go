@@ -55,7 +55,7 @@ type Options struct {
 	// handshake together. 0 means DefaultConnectTimeout.
 	ConnectTimeout time.Duration
 	// StreamIdleTimeout, if set, bounds the silence of a 2xx answer's
-	// body: a Read that waits that long for data cancels the leg, and the
+	// body: a Read that waits that long for data closes the body, and the
 	// body's Read returns a *TransportError wrapping ErrStreamIdle (a
 	// timeout). A body that keeps sending, however slowly, is never cut;
 	// the time the caller spends between Reads does not count. 0: no bound.
@@ -254,15 +254,14 @@ func report(ctx context.Context, leg, phase string, attempt int, start time.Time
 
 // post is one attempt.
 func (c *Client) post(ctx context.Context, r *Request, span trace.Span) (*http.Response, error) {
-	legCtx, cancel := ctx, context.CancelCauseFunc(nil)
+	legCtx, cancel := ctx, context.CancelFunc(nil)
 	if c.timeout > 0 {
-		legCtx, cancel = context.WithCancelCause(ctx)
-		cancel = bounded(c.timeout, cancel)
+		legCtx, cancel = context.WithTimeoutCause(ctx, c.timeout, errAttemptTimeout)
 	}
 	resp, err := c.do(ctx, legCtx, r, span)
 	if err != nil {
 		if cancel != nil {
-			cancel(nil)
+			cancel()
 		}
 		return nil, err
 	}

@@ -58,10 +58,10 @@ func (c *Client) forward(ctx context.Context, r ForwardRequest, span trace.Span)
 	if !strings.HasPrefix(r.Target, "/") {
 		return nil, fmt.Errorf("%s: target %q is not a path", LegPassthrough, r.Target)
 	}
-	legCtx, cancel := context.WithCancelCause(ctx) // ended by the answer's Close, a request body still streaming included
+	legCtx, cancel := context.WithCancel(ctx) // ended by the answer's Close, a request body still streaming included
 	req, err := http.NewRequestWithContext(legCtx, r.Method, c.base+r.Target, r.Body)
 	if err != nil {
-		cancel(nil)
+		cancel()
 		return nil, fmt.Errorf("%s: %w", LegPassthrough, err)
 	}
 	if r.Body != nil {
@@ -75,7 +75,7 @@ func (c *Client) forward(ctx context.Context, r ForwardRequest, span trace.Span)
 	}
 	resp, err := c.roundTrip(ctx, LegPassthrough, req)
 	if err != nil {
-		cancel(nil)
+		cancel()
 		return nil, err
 	}
 	headers.DropHopByHop(resp.Header)

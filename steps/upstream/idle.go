@@ -30,16 +30,6 @@ func (attemptTimeoutError) Error() string   { return "no answer within the call'
 func (attemptTimeoutError) Timeout() bool   { return true }
 func (attemptTimeoutError) Temporary() bool { return true }
 
-// bounded is cancel, which also cancels the attempt with errAttemptTimeout
-// once d has passed (Options.Timeout: the header and the body together).
-func bounded(d time.Duration, cancel context.CancelCauseFunc) context.CancelCauseFunc {
-	t := time.AfterFunc(d, func() { cancel(errAttemptTimeout) })
-	return func(cause error) {
-		t.Stop()
-		cancel(cause)
-	}
-}
-
 // answerBody is a 2xx answer's body as Post returns it. Its Read errors are
 // classified: the caller's own cancellation comes back as it came (ctx's
 // error), anything else that is not io.EOF as a *TransportError with
@@ -54,12 +44,12 @@ type answerBody struct {
 	ctx    context.Context // the caller's
 	leg    string
 	idle   time.Duration
-	cancel context.CancelCauseFunc // the leg's request, at Close; nil if it has none of its own
+	cancel context.CancelFunc // ends the leg's request at Close; nil if it has no context of its own
 	timer  *time.Timer
 	fired  atomic.Bool
 }
 
-func newAnswerBody(ctx context.Context, rc io.ReadCloser, leg string, idle time.Duration, cancel context.CancelCauseFunc) *answerBody {
+func newAnswerBody(ctx context.Context, rc io.ReadCloser, leg string, idle time.Duration, cancel context.CancelFunc) *answerBody {
 	b := &answerBody{ReadCloser: rc, ctx: ctx, leg: leg, idle: idle, cancel: cancel}
 	if idle > 0 {
 		b.timer = time.AfterFunc(idle, b.expire)
@@ -111,7 +101,7 @@ func (b *answerBody) Close() error {
 	}
 	err := b.ReadCloser.Close()
 	if b.cancel != nil {
-		b.cancel(nil)
+		b.cancel()
 	}
 	return err
 }
