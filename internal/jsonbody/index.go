@@ -122,15 +122,26 @@ var scratches = sync.Pool{New: func() any { return &scratch{} }}
 // maxScratch bounds what a pooled scratch keeps (entries of each kind).
 const maxScratch = 1 << 12
 
-// put clears sc, which refers to the document, and pools it.
+// put pools sc. It must not keep the document alive: a container that
+// ended cleared what it left (pop); a parse that failed leaves the rest
+// within the length, cleared here.
 func (sc *scratch) put() {
 	if cap(sc.members) > maxScratch || cap(sc.elems) > maxScratch {
 		return
 	}
-	clear(sc.members[:cap(sc.members)])
-	clear(sc.elems[:cap(sc.elems)])
+	clear(sc.members)
+	clear(sc.elems)
 	sc.members, sc.elems = sc.members[:0], sc.elems[:0]
 	scratches.Put(sc)
+}
+
+// pop returns the entries of s from base on, in a slice of their number,
+// and clears them out of s, which it cuts back to base.
+func pop[T any](s *[]T, base int) []T {
+	out := slices.Clone((*s)[base:])
+	clear((*s)[base:])
+	*s = (*s)[:base]
+	return out
 }
 
 // parseIndexedValue scans the value at data[i] inside a container at depth
@@ -201,8 +212,7 @@ func parseObjectAt(sc *scratch, data []byte, i, depth int, idx *Index) (*Object,
 			i = skipSpace(data, i+1)
 		case '}':
 			o.raw = data[start : i+1]
-			o.members = slices.Clone(sc.members[base:])
-			sc.members = sc.members[:base]
+			o.members = pop(&sc.members, base)
 			return o, i + 1, nil
 		default:
 			return nil, i, errAt(data, i, "after object key:value pair")
@@ -242,8 +252,7 @@ func parseArrayAt(sc *scratch, data []byte, i, depth int, idx *Index) (*Array, i
 			i = skipSpace(data, i+1)
 		case ']':
 			a.raw = data[start : i+1]
-			a.elems = slices.Clone(sc.elems[base:])
-			sc.elems = sc.elems[:base]
+			a.elems = pop(&sc.elems, base)
 			return a, i + 1, nil
 		default:
 			return nil, i, errAt(data, i, "after array element")
