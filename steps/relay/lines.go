@@ -38,19 +38,17 @@ func newLineReader(r io.Reader) lineReader { return lineReader{r: r} }
 func (l *lineReader) readLine() ([]byte, error) {
 	l.long = l.long[:0]
 	for {
-		if l.buf != nil {
-			unread := (*l.buf)[l.start:l.end]
-			if i := bytes.IndexByte(unread, '\n'); i >= 0 {
-				l.start += i + 1
-				return l.line(unread[:i]), nil
+		unread := l.unread()
+		if i := bytes.IndexByte(unread, '\n'); i >= 0 {
+			l.start += i + 1
+			return l.line(unread[:i]), nil
+		}
+		if l.buf != nil && l.start == 0 && l.end == len(*l.buf) { // full, no line end: keep it, read on
+			if len(l.long)+len(unread) > maxEventSize {
+				return nil, fmt.Errorf("line longer than %d bytes", maxEventSize)
 			}
-			if l.start == 0 && l.end == len(*l.buf) { // full, no line end: keep it, read on
-				if len(l.long)+len(unread) > maxEventSize {
-					return nil, fmt.Errorf("line longer than %d bytes", maxEventSize)
-				}
-				l.long = append(l.long, unread...)
-				l.start, l.end = 0, 0
-			}
+			l.long = append(l.long, unread...)
+			l.start, l.end = 0, 0
 		}
 		if err := l.fill(); err != nil {
 			if errors.Is(err, io.EOF) && (len(l.long) > 0 || l.buffered() > 0) {
