@@ -83,11 +83,11 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, headerTimeout t
 		return c.earlyAnswer(req, err)
 	}
 	if headerTimeout > 0 {
-		_ = c.nc.SetReadDeadline(time.Now().Add(headerTimeout))
+		c.setReadDeadline(time.Now().Add(headerTimeout))
 	}
 	resp, err := c.readHeader(req)
 	if headerTimeout > 0 {
-		c.clearReadDeadline()
+		c.setReadDeadline(time.Time{})
 	}
 	var ne net.Error
 	if err != nil && headerTimeout > 0 && errors.As(err, &ne) && ne.Timeout() && !c.aborted.Load() {
@@ -109,9 +109,9 @@ func (c *conn) earlyAnswer(req *http.Request, err error) (*http.Response, error)
 	if c.werr == nil || c.aborted.Load() {
 		return nil, err
 	}
-	_ = c.nc.SetReadDeadline(time.Now().Add(earlyAnswerWait))
+	c.setReadDeadline(time.Now().Add(earlyAnswerWait))
 	resp, rerr := c.readHeader(req)
-	c.clearReadDeadline()
+	c.setReadDeadline(time.Time{})
 	if rerr != nil {
 		return nil, err
 	}
@@ -223,10 +223,11 @@ func (c *conn) abort() {
 	_ = c.nc.SetDeadline(aLongTimeAgo)
 }
 
-// clearReadDeadline lifts the header's deadline, unless abort set its own
-// in the meantime.
-func (c *conn) clearReadDeadline() {
-	_ = c.nc.SetReadDeadline(time.Time{})
+// setReadDeadline sets the read deadline (the zero time lifts it), unless
+// abort set its own in the meantime: a context that ended while the
+// request was written must not be overridden by the header's deadline.
+func (c *conn) setReadDeadline(t time.Time) {
+	_ = c.nc.SetReadDeadline(t)
 	if c.aborted.Load() {
 		_ = c.nc.SetDeadline(aLongTimeAgo)
 	}

@@ -456,3 +456,58 @@ func TestALargeBodyGoesInLargeWrites(t *testing.T) {
 	assert.Equal(t, "1048576", readAll(t, resp))
 	assert.LessOrEqual(t, writes.Load(), int32(1+(1<<20)/(32<<10)+1), "1 MiB in 32 KiB writes, not 4 KiB ones")
 }
+
+func TestAContextEndingWhileTheRequestIsWrittenIsNotOverriddenByTheHeaderTimeout(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // so the server watches for the client's close
+		<-r.Context().Done()
+	})
+	cause := errors.New("the client went away")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	tr := &h1.Transport{
+		ResponseHeaderTimeout: 30 * time.Second, // far past the test's wait
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			return &abortedWhileWriting{Conn: c, cancel: func() { cancel(cause) }, aborted: make(chan struct{})}, err
+		},
+	}
+	defer tr.CloseIdleConnections()
+	done := make(chan error, 1)
+	go func() {
+		_, err := post(t, tr, ctx, s.URL, "body")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, cause)
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the round trip waited for the header timeout instead of ending with its context")
+	}
+}
+
+// abortedWhileWriting is a connection whose request's context ends during
+// the request's write: the write returns once the transport's abort set
+// the connection's deadline.
+type abortedWhileWriting struct {
+	net.Conn
+	cancel        func()
+	once, onAbort sync.Once
+	aborted       chan struct{}
+}
+
+func (c *abortedWhileWriting) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.once.Do(func() {
+		c.cancel()
+		<-c.aborted
+	})
+	return n, err
+}
+
+func (c *abortedWhileWriting) SetDeadline(t time.Time) error {
+	err := c.Conn.SetDeadline(t)
+	if t.Before(time.Now()) {
+		c.onAbort.Do(func() { close(c.aborted) })
+	}
+	return err
+}
