@@ -63,18 +63,32 @@ var batches = sync.Pool{New: func() any { return &batch{} }}
 // joined with "\n" as the SSE spec says. An event with a type but no data
 // is not dispatched (SSE spec).
 func relayEvents(r io.Reader, sink Sink) error {
-	lines := newLineReader(r)
-	b := batches.Get().(*batch)
-	defer func() {
-		lines.release()
-		b.buf, b.ends, b.open = b.buf[:0], b.ends[:0], false
-		b.names, b.name, b.named = b.names[:0], "", false
-		if cap(b.buf) <= 1<<20 { // do not keep one huge event's buffer
-			batches.Put(b)
-		}
-	}()
+	e := eventRelay{lines: newLineReader(r)}
+	defer e.release()
+	return e.run(sink)
+}
+
+// eventRelay is relayEvents' state: the line reader and the batch being
+// filled, nil while empty, so a stream waiting on its worker holds
+// neither a buffer nor a batch.
+type eventRelay struct {
+	lines lineReader
+	batch *batch
+}
+
+func (e *eventRelay) release() {
+	e.lines.release()
+	e.batch.recycle()
+	e.batch = nil
+}
+
+func (e *eventRelay) run(sink Sink) error {
 	for {
-		line, err := lines.readLine()
+		line, err := e.lines.readLine()
+		if e.batch == nil {
+			e.batch = batches.Get().(*batch)
+		}
+		b := e.batch
 		if err != nil {
 			b.end() // a last event without its blank line
 			if flushErr := b.flush(sink); flushErr != nil {
@@ -87,8 +101,11 @@ func relayEvents(r io.Reader, sink Sink) error {
 		}
 		if len(line) == 0 { // blank line: dispatch
 			b.end()
-			if !lines.lineBuffered() {
-				if err := b.flush(sink); err != nil {
+			if !e.lines.lineBuffered() { // the next read may wait: flush, and hold no batch meanwhile
+				err := b.flush(sink)
+				b.recycle()
+				e.batch = nil
+				if err != nil {
 					return err
 				}
 			}
@@ -126,7 +143,7 @@ type batch struct {
 	names []string
 	name  string
 	named bool
-	last  string // the last type read
+	last  string // the last type read, by this stream or an earlier one (the batch is pooled)
 }
 
 // maxNameSize bounds an event's type.
@@ -169,6 +186,18 @@ func (b *batch) end() {
 		b.open = false
 	}
 	b.name = ""
+}
+
+// recycle empties b and hands it back to the pool; a nil b is left alone.
+func (b *batch) recycle() {
+	if b == nil {
+		return
+	}
+	b.buf, b.ends, b.open = b.buf[:0], b.ends[:0], false
+	b.names, b.name, b.named = b.names[:0], "", false
+	if cap(b.buf) <= 1<<20 { // do not keep one huge event's buffer
+		batches.Put(b)
+	}
 }
 
 // flush hands the complete events to the sink and empties the batch.

@@ -127,11 +127,18 @@ type waitReader struct {
 	lr     *lineReader
 	sizes  []int
 	held   []bool
+	// relay, when set, is the relay reading: batched records whether it
+	// held a batch at each read.
+	relay   *eventRelay
+	batched []bool
 }
 
 func (r *waitReader) Read(p []byte) (int, error) {
 	r.sizes = append(r.sizes, len(p))
 	r.held = append(r.held, r.lr.buf != nil)
+	if r.relay != nil {
+		r.batched = append(r.batched, r.relay.batch != nil)
+	}
 	if len(r.chunks) == 0 {
 		return 0, io.EOF
 	}
@@ -164,6 +171,31 @@ func TestAWaitingStreamHoldsNoBuffer(t *testing.T) {
 		"a wait reads one byte; the rest of the arrival goes to the buffer; a line end alone is a line, read without waiting for more")
 	assert.Equal(t, []bool{false, true, false, true, false, false}, r.held, "no buffer is held while the reader waits")
 	assert.Nil(t, lr.buf)
+}
+
+// TestAWaitingStreamHoldsNoBatch: the relay hands its batch back once it
+// flushed, so a stream waiting between events holds none; an event whose
+// data lines came without their blank line keeps it.
+func TestAWaitingStreamHoldsNoBatch(t *testing.T) {
+	t.Parallel()
+	r := &waitReader{chunks: []string{"data: a\n\n", "data: b\n", "\n"}}
+	e := eventRelay{lines: newLineReader(r)}
+	r.lr, r.relay = &e.lines, &e
+	sink := &steptest.Sink{}
+	require.NoError(t, e.run(sink))
+	e.release()
+	assert.Equal(t, []string{"a", "b"}, receivedStrings(sink))
+	assert.Equal(t, []int{1, 1}, sink.Batches)
+	assert.Equal(t, []bool{false, false, false, false, true, false}, r.batched,
+		"no batch while waiting after a flush; the open event's batch while waiting for its blank line")
+}
+
+func receivedStrings(s *steptest.Sink) []string {
+	var out []string
+	for _, d := range s.Received {
+		out = append(out, string(d))
+	}
+	return out
 }
 
 // stuckReader returns nothing and no error, forever.
