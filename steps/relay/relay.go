@@ -78,6 +78,11 @@ type eventRelay struct {
 
 func (e *eventRelay) release() {
 	e.lines.release()
+	e.dropBatch()
+}
+
+// dropBatch hands the batch back to its pool.
+func (e *eventRelay) dropBatch() {
 	e.batch.recycle()
 	e.batch = nil
 }
@@ -103,8 +108,7 @@ func (e *eventRelay) run(sink Sink) error {
 			b.end()
 			if !e.lines.lineBuffered() { // the next read may wait: flush, and hold no batch meanwhile
 				err := b.flush(sink)
-				b.recycle()
-				e.batch = nil
+				e.dropBatch()
 				if err != nil {
 					return err
 				}
