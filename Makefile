@@ -83,10 +83,13 @@ helm-check: ## helm lint and helm template of deploy/helm/coordinator (defaults 
 lint: $(BUF) ## go vet, staticcheck (pinned in go.mod), gofmt, buf lint and the import rules.
 	go vet ./...
 	go tool staticcheck ./...
+	@# The import rules below read every line (no grep -q): under pipefail, a
+	@# grep that quits at its first match can fail the writer (SIGPIPE), and
+	@# the negated pipeline would then pass the very violation it found.
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || (echo "gofmt: $$out" >&2; exit 1)
 	$(BUF) lint
-	@! go list -deps ./cmd/coordinator | grep -q '/coordinator/sim$$' || (echo "cmd/coordinator must not import the simulator" >&2; exit 1)
-	@! go list -f '{{join .Imports "\n"}}' ./service/... | grep '/coordinator/steps/' | grep -Evq '/coordinator/steps/(upstream|asyncbroker)$$' || (echo "service/ imports the steps contract, the step packages and the gateway client (steps/upstream), not the libraries under steps/" >&2; exit 1)
+	@! go list -deps ./cmd/coordinator | grep '/coordinator/sim$$' > /dev/null || (echo "cmd/coordinator must not import the simulator" >&2; exit 1)
+	@! go list -f '{{join .Imports "\n"}}' ./service/... | grep '/coordinator/steps/' | grep -Ev '/coordinator/steps/(upstream|asyncbroker)$$' > /dev/null || (echo "service/ imports the steps contract, the step packages and the gateway client (steps/upstream), not the libraries under steps/" >&2; exit 1)
 	@! go list -f '{{.ImportPath}}:{{range .Imports}} {{.}}{{end}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}' ./service/... | grep -Ev '^github.com/coordinator-project/coordinator/service(/rest)?:' | grep -E ' github.com/coordinator-project/coordinator/service( |$$)' | cut -d: -f1 >&2 || (echo "the packages under service/ (inproc, tokens, admission, tracing, logging, config, ...) do not import service: it imports them; only the REST front (service/rest) sits above it" >&2; exit 1)
 
 .PHONY: run
