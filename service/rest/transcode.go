@@ -215,7 +215,7 @@ func (w *answerWriter) finish() {
 // there the header would double that goroutine's stack to 16 KiB, which it
 // keeps for as long as the stream is open. The first flush runs on a
 // goroutine of its own instead, which ends with it; the connection's
-// goroutine waits for it.
+// goroutine waits for it, and panics with its panic.
 func (w *answerWriter) FlushError() error {
 	if w.rc == nil {
 		w.rc = http.NewResponseController(w.ResponseWriter)
@@ -224,9 +224,26 @@ func (w *answerWriter) FlushError() error {
 		return w.rc.Flush()
 	}
 	w.flushed = true
-	done := make(chan error, 1)
-	go func() { done <- w.rc.Flush() }()
-	return <-done
+	done := make(chan flushOutcome, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- flushOutcome{panicked: p}
+			}
+		}()
+		done <- flushOutcome{err: w.rc.Flush()}
+	}()
+	r := <-done
+	if r.panicked != nil { // net/http recovers a handler's panic, not this goroutine's
+		panic(r.panicked)
+	}
+	return r.err
+}
+
+// flushOutcome is the outcome of a flush run on a goroutine of its own.
+type flushOutcome struct {
+	err      error
+	panicked any
 }
 
 // Unwrap lets http.ResponseController reach the connection (flush, write

@@ -302,3 +302,39 @@ func TestFrontRequestsAreValid(t *testing.T) {
 		}
 	}
 }
+
+// panickingFlusher is a ResponseWriter whose flush panics.
+type panickingFlusher struct{ http.ResponseWriter }
+
+func (panickingFlusher) FlushError() error { panic("flush failed") }
+
+// TestAStreamsFirstFlushPanicsOnTheHandlersGoroutine: the first flush of a
+// stream runs on a goroutine of its own (FlushError); a panic there comes
+// back to the handler's goroutine, where net/http recovers it, instead of
+// ending the process.
+func TestAStreamsFirstFlushPanicsOnTheHandlersGoroutine(t *testing.T) {
+	w := &answerWriter{ResponseWriter: panickingFlusher{httptest.NewRecorder()}, call: &call{}, stream: true}
+	assert.PanicsWithValue(t, "flush failed", func() { _ = w.FlushError() })
+}
+
+// countingFlusher is a ResponseWriter that counts its flushes.
+type countingFlusher struct {
+	http.ResponseWriter
+	flushes int
+}
+
+func (c *countingFlusher) FlushError() error { c.flushes++; return nil }
+
+// TestEveryFlushOfAStreamReachesTheConnection: the first flush, run on a
+// goroutine of its own, and the next ones, on the caller's, each flush the
+// connection once; an answer that is not a stream flushes on the caller's.
+func TestEveryFlushOfAStreamReachesTheConnection(t *testing.T) {
+	for _, stream := range []bool{true, false} {
+		under := &countingFlusher{ResponseWriter: httptest.NewRecorder()}
+		w := &answerWriter{ResponseWriter: under, call: &call{}, stream: stream, h: &Handler{}}
+		for i := 1; i <= 3; i++ {
+			require.NoError(t, http.NewResponseController(w).Flush())
+			assert.Equal(t, i, under.flushes, "stream %v", stream)
+		}
+	}
+}
