@@ -184,18 +184,10 @@ func TestAWaitingStreamHoldsNoBatch(t *testing.T) {
 	sink := &steptest.Sink{}
 	require.NoError(t, e.run(sink))
 	e.release()
-	assert.Equal(t, []string{"a", "b"}, receivedStrings(sink))
+	assert.Equal(t, []string{"a", "b"}, sink.EventStrings())
 	assert.Equal(t, []int{1, 1}, sink.Batches)
 	assert.Equal(t, []bool{false, false, false, false, true, false}, r.batched,
 		"no batch while waiting after a flush; the open event's batch while waiting for its blank line")
-}
-
-func receivedStrings(s *steptest.Sink) []string {
-	var out []string
-	for _, d := range s.Received {
-		out = append(out, string(d))
-	}
-	return out
 }
 
 // stuckReader returns nothing and no error, forever.
