@@ -64,7 +64,8 @@ var jsonContentType = []string{"application/json"}
 // transcode hands one checked inference request to the generated gateway
 // handler of Generate, or of GenerateStream when stream is set, with doc,
 // the one parse of its body, in the call's context (inproc.WithParsedBody;
-// one copy of the request takes both values): the body becomes openai.json, the query exactly openai.endpoint and request_id
+// one copy of the request takes both values): the body becomes
+// openai.json, the query exactly openai.endpoint and request_id
 // (the client's query is not used on these routes), handed over parsed as
 // the request's Form (frontQuery reads it). The gateway does the
 // call, its metadata both ways (headers.MetadataKey, headers.ResponseKey),
@@ -152,7 +153,7 @@ type answerWriter struct {
 	call   *call
 	stream bool
 	h      *Handler
-	rc     *http.ResponseController // made at a stream's first write
+	rc     *http.ResponseController // made at its first use (controller)
 	// committed: the status went out; dropped: an error of ours went out
 	// in the gateway's place; flushed: the stream was flushed once.
 	committed, dropped, flushed bool
@@ -217,11 +218,9 @@ func (w *answerWriter) finish() {
 // goroutine of its own instead, which ends with it; the connection's
 // goroutine waits for it, and panics with its panic.
 func (w *answerWriter) FlushError() error {
-	if w.rc == nil {
-		w.rc = http.NewResponseController(w.ResponseWriter)
-	}
+	rc := w.controller()
 	if w.flushed || !w.stream {
-		return w.rc.Flush()
+		return rc.Flush()
 	}
 	w.flushed = true
 	done := make(chan flushOutcome, 1)
@@ -231,7 +230,7 @@ func (w *answerWriter) FlushError() error {
 				done <- flushOutcome{panicked: p}
 			}
 		}()
-		done <- flushOutcome{err: w.rc.Flush()}
+		done <- flushOutcome{err: rc.Flush()}
 	}()
 	r := <-done
 	if r.panicked != nil { // net/http recovers a handler's panic, not this goroutine's
@@ -251,11 +250,14 @@ type flushOutcome struct {
 func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // writeDeadline bounds the stream's next write.
-func (w *answerWriter) writeDeadline() {
+func (w *answerWriter) writeDeadline() { w.h.writeDeadline(w.controller()) }
+
+// controller is the connection's ResponseController, made at its first use.
+func (w *answerWriter) controller() *http.ResponseController {
 	if w.rc == nil {
 		w.rc = http.NewResponseController(w.ResponseWriter)
 	}
-	w.h.writeDeadline(w.rc)
+	return w.rc
 }
 
 // writeDeadline gives the next write of a stream stream_write_timeout
