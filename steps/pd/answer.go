@@ -165,6 +165,9 @@ type clientAnswer struct {
 // quoted key only as a key (inside a string its quotes are escaped).
 var usageKey = []byte(`"usage"`)
 
+// choicesKey is the member the echo edits.
+var choicesKey = []byte(`"choices"`)
+
 // hasKey reports whether JSON text holds quoted, a key in its quotes, as
 // bytes.Contains does, at a fraction of the cost on every event: it looks
 // for the key and its closing quote, then checks the opening one, where a
@@ -224,7 +227,7 @@ func (s *clientAnswer) Events(data [][]byte, names []string) error {
 
 // event edits one event; ok is false when it goes on as it came.
 func (s *clientAnswer) event(ev []byte) ([]byte, bool) {
-	needsEcho := s.echo != nil && hasKey(ev, []byte(`"choices"`))
+	needsEcho := s.echo != nil && hasKey(ev, choicesKey)
 	if !needsEcho && !hasKey(ev, usageKey) {
 		return nil, false
 	}
