@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -35,6 +36,12 @@ const (
 // the simulated worker's /inference/v1/generate over HTTP. The simulator
 // answers without delay, so the figures are the hop's own cost.
 //
+// Each iteration runs one round of each path, in turns (the first path
+// alternates), after one unmeasured round of each: the machine's drift
+// then weighs on both alike, and neither warms the shared simulator up
+// for the other. It reports both rates and their ratio, coordinator ÷
+// direct.
+//
 //	go test -run '^$' -bench Rollout -benchtime 20x ./cmd/coordinator
 func BenchmarkRollout(b *testing.B) {
 	s := sim.New(sim.Options{})
@@ -46,89 +53,125 @@ func BenchmarkRollout(b *testing.B) {
 	for i := range prompt {
 		prompt[i] = uint32(1000 + i)
 	}
-
-	b.Run("coordinator-grpc", func(b *testing.B) {
-		st := startStack(b, gw.URL, "", decodeOnly)
-		client := coordinatorv1.NewCoordinatorServiceClient(st.conn)
-		req := &coordinatorv1.GenerateStreamRequest{Input: &coordinatorv1.GenerateStreamRequest_Tokens{Tokens: &coordinatorv1.TokensRequest{
-			Model: sim.DefaultModel, TokenIds: prompt,
-			Sampling: &coordinatorv1.SamplingParams{MaxTokens: proto.Uint32(rolloutTokens), N: rolloutSamples, Logprobs: proto.Uint32(0)},
-		}}}
-		runRollouts(b, func() (int, error) {
-			stream, err := client.GenerateStream(context.Background(), req)
-			if err != nil {
-				return 0, err
-			}
-			tokens := 0
-			for {
-				msg, err := stream.Recv()
-				if errors.Is(err, io.EOF) {
-					return tokens, nil
-				}
-				if err != nil {
-					return tokens, err
-				}
-				for _, c := range msg.GetTokens().GetChoices() {
-					tokens += len(c.GetTokenIds())
-				}
-			}
-		})
-	})
-
-	b.Run("direct-worker", func(b *testing.B) {
-		body := []byte(fmt.Sprintf(`{"model":%q,"token_ids":%s,"sampling_params":{"max_tokens":%d,"n":%d,"logprobs":0},"stream":true}`,
-			sim.DefaultModel, jsonIDs(prompt), rolloutTokens, rolloutSamples))
-		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: rolloutStreams}}
-		b.Cleanup(client.CloseIdleConnections)
-		runRollouts(b, func() (int, error) {
-			resp, err := client.Post(worker.URL+"/inference/v1/generate", "application/json", bytes.NewReader(body))
-			if err != nil {
-				return 0, err
-			}
-			defer resp.Body.Close()
-			// The worker's events carry the same tokens; count one per
-			// generated token as the coordinator's client does.
-			events := 0
-			sc := bufio.NewScanner(resp.Body)
-			for sc.Scan() {
-				if bytes.HasPrefix(sc.Bytes(), []byte("data: {")) {
-					events++
-				}
-			}
-			return events, sc.Err()
-		})
-	})
-}
-
-// runRollouts runs b.N rounds of rolloutStreams concurrent calls of one and
-// reports generated tokens (or events) per second.
-func runRollouts(b *testing.B, one func() (int, error)) {
-	b.Helper()
-	var total int
-	var mu sync.Mutex
-	b.ResetTimer()
-	for b.Loop() {
-		var wg sync.WaitGroup
-		errs := make(chan error, rolloutStreams)
-		for range rolloutStreams {
-			wg.Go(func() {
-				n, err := one()
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				total += n
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
-		close(errs)
-		if err := <-errs; err != nil {
+	paths := [2]rolloutPath{
+		{one: coordinatorRollout(b, gw.URL, prompt)},
+		{one: directRollout(b, worker.URL, prompt)},
+	}
+	for i := range paths {
+		if _, err := rolloutRound(paths[i].one); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "tokens/s")
+	turn := 0
+	for b.Loop() {
+		for k := range paths {
+			p := &paths[(turn+k)%len(paths)]
+			start := time.Now()
+			n, err := rolloutRound(p.one)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.tokens += n
+			p.took += time.Since(start)
+		}
+		turn++
+	}
+	coordinator, direct := paths[0].rate(), paths[1].rate()
+	b.ReportMetric(coordinator, "coordinator-tokens/s")
+	b.ReportMetric(direct, "direct-tokens/s")
+	b.ReportMetric(coordinator/direct, "coordinator/direct")
+}
+
+// rolloutPath is one way to run a rollout, and what its measured rounds
+// counted.
+type rolloutPath struct {
+	one    func() (int, error)
+	tokens int
+	took   time.Duration
+}
+
+func (p *rolloutPath) rate() float64 { return float64(p.tokens) / p.took.Seconds() }
+
+// coordinatorRollout is a rollout through the coordinator's GenerateStream
+// over gRPC, counting the token IDs it receives.
+func coordinatorRollout(b *testing.B, gatewayURL string, prompt []uint32) func() (int, error) {
+	st := startStack(b, gatewayURL, "", decodeOnly)
+	client := coordinatorv1.NewCoordinatorServiceClient(st.conn)
+	req := &coordinatorv1.GenerateStreamRequest{Input: &coordinatorv1.GenerateStreamRequest_Tokens{Tokens: &coordinatorv1.TokensRequest{
+		Model: sim.DefaultModel, TokenIds: prompt,
+		Sampling: &coordinatorv1.SamplingParams{MaxTokens: proto.Uint32(rolloutTokens), N: rolloutSamples, Logprobs: proto.Uint32(0)},
+	}}}
+	return func() (int, error) {
+		stream, err := client.GenerateStream(context.Background(), req)
+		if err != nil {
+			return 0, err
+		}
+		tokens := 0
+		for {
+			msg, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return tokens, nil
+			}
+			if err != nil {
+				return tokens, err
+			}
+			for _, c := range msg.GetTokens().GetChoices() {
+				tokens += len(c.GetTokenIds())
+			}
+		}
+	}
+}
+
+// directRollout is the same rollout sent straight to the worker over HTTP,
+// counting its events.
+func directRollout(b *testing.B, workerURL string, prompt []uint32) func() (int, error) {
+	body := []byte(fmt.Sprintf(`{"model":%q,"token_ids":%s,"sampling_params":{"max_tokens":%d,"n":%d,"logprobs":0},"stream":true}`,
+		sim.DefaultModel, jsonIDs(prompt), rolloutTokens, rolloutSamples))
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: rolloutStreams}}
+	b.Cleanup(client.CloseIdleConnections)
+	return func() (int, error) {
+		resp, err := client.Post(workerURL+"/inference/v1/generate", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		// The worker's events carry the same tokens; count one per
+		// generated token as the coordinator's client does.
+		events := 0
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if bytes.HasPrefix(sc.Bytes(), []byte("data: {")) {
+				events++
+			}
+		}
+		return events, sc.Err()
+	}
+}
+
+// rolloutRound makes rolloutStreams concurrent calls of one and returns
+// the tokens they counted, or the first failure.
+func rolloutRound(one func() (int, error)) (int, error) {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		total int
+	)
+	errs := make(chan error, rolloutStreams)
+	for range rolloutStreams {
+		wg.Go(func() {
+			n, err := one()
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			total += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return total, <-errs
 }
 
 func jsonIDs(ids []uint32) string {
