@@ -160,6 +160,9 @@ type transportStream struct {
 	// sent is a stream's header once the caller took it (sentHeader);
 	// what is set after is not sent, as over gRPC.
 	sent metadata.MD
+	// delivered: the handler returned and the caller holds its header and
+	// trailer (deliver); what is set after is dropped.
+	delivered bool
 }
 
 func (t *transportStream) Method() string { return t.method }
@@ -168,7 +171,9 @@ func (t *transportStream) Method() string { return t.method }
 // fresh metadata.Pairs, as the service passes) instead of copying it.
 func (t *transportStream) SetHeader(md metadata.MD) error {
 	t.mu.Lock()
-	t.header = merge(t.header, md)
+	if !t.delivered {
+		t.header = merge(t.header, md)
+	}
 	t.mu.Unlock()
 	return nil
 }
@@ -197,7 +202,9 @@ func (t *transportStream) SendHeader(md metadata.MD) error { return t.SetHeader(
 
 func (t *transportStream) SetTrailer(md metadata.MD) error {
 	t.mu.Lock()
-	t.trailer = merge(t.trailer, md)
+	if !t.delivered {
+		t.trailer = merge(t.trailer, md)
+	}
 	t.mu.Unlock()
 	return nil
 }
@@ -216,20 +223,23 @@ func (t *transportStream) sentHeader() metadata.MD {
 	return t.sent
 }
 
-// deliver fills the grpc.Header and grpc.Trailer call options.
+// deliver fills the grpc.Header and grpc.Trailer call options once the
+// handler returned. It hands over the header and trailer themselves, not
+// copies: they are final, since what is set from then on is dropped.
 func (t *transportStream) deliver(opts []grpc.CallOption) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.delivered = true
+	header := t.header
+	if t.sent != nil {
+		header = t.sent
+	}
 	for _, o := range opts {
 		switch o := o.(type) {
 		case grpc.HeaderCallOption:
-			if t.sent != nil {
-				*o.HeaderAddr = t.sent.Copy()
-			} else {
-				*o.HeaderAddr = t.header.Copy()
-			}
+			*o.HeaderAddr = header
 		case grpc.TrailerCallOption:
-			*o.TrailerAddr = t.trailer.Copy()
+			*o.TrailerAddr = t.trailer
 		}
 	}
 }

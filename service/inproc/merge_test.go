@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -42,4 +44,21 @@ func TestMergeTakesValuesByReference(t *testing.T) {
 		_ = merge(dst, c)
 	})
 	assert.LessOrEqual(t, allocs, 2.0) // the map (and its growth), no value slices
+}
+
+// TestDeliverHandsOverFinalMetadata: the call options get the handler's
+// header and trailer themselves, without a copy, and what is set once the
+// handler returned reaches neither.
+func TestDeliverHandsOverFinalMetadata(t *testing.T) {
+	var ts transportStream
+	require.NoError(t, ts.SetHeader(metadata.Pairs("x-request-id", "r1")))
+	require.NoError(t, ts.SetTrailer(metadata.Pairs("grpc-retry-pushback-ms", "1000")))
+	var header, trailer metadata.MD
+	opts := []grpc.CallOption{grpc.Header(&header), grpc.Trailer(&trailer)}
+	allocs := testing.AllocsPerRun(1, func() { ts.deliver(opts) })
+	assert.Zero(t, allocs)
+	require.NoError(t, ts.SetHeader(metadata.Pairs("x-request-id", "late")))
+	require.NoError(t, ts.SetTrailer(metadata.Pairs("x-late", "1")))
+	assert.Equal(t, metadata.Pairs("x-request-id", "r1"), header)
+	assert.Equal(t, metadata.Pairs("grpc-retry-pushback-ms", "1000"), trailer)
 }
