@@ -25,9 +25,13 @@ type conn struct {
 	limit int64
 	// stop unregisters abort from the round trip's context; false once
 	// abort ran.
-	stop      func() bool
-	aborted   atomic.Bool
-	werr      error       // the last write's failure, from the connection
+	stop    func() bool
+	aborted atomic.Bool
+	werr    error // the last write's failure, from the connection
+	// head is the request's header while write holds it back (holding),
+	// for it to go out with what follows it.
+	head      []byte
+	holding   bool
 	idleTimer *time.Timer // IdleConnTimeout's, while kept
 }
 
@@ -120,7 +124,11 @@ func (c *conn) earlyAnswer(req *http.Request, err error) (*http.Response, error)
 }
 
 // write sends req through a shared buffered writer; a failure of the
-// connection is kept in c.werr.
+// connection is kept in c.werr. The header is held back (Write) to go out
+// with the body: net/http's writer flushes it on its own before a body it
+// does not know to be in memory, such as upstream's net.Buffers, which
+// then goes out with it in one writev (ReadFrom). A small leg is one system
+// call, not two, and the worker reads it whole.
 func (c *conn) write(req *http.Request) error {
 	c.werr = nil
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
@@ -128,9 +136,18 @@ func (c *conn) write(req *http.Request) error {
 	}
 	bw := writers.Get().(*bufio.Writer)
 	bw.Reset(c)
+	c.holding = true
 	err := req.Write(bw)
 	if err == nil {
 		err = bw.Flush()
+	}
+	if err == nil {
+		err = c.flushHead()
+	}
+	c.holding = false
+	c.head = c.head[:0]
+	if cap(c.head) > maxHeldHead {
+		c.head = nil
 	}
 	bw.Reset(nil)
 	writers.Put(bw)
@@ -142,9 +159,22 @@ func (c *conn) write(req *http.Request) error {
 	return err
 }
 
+// maxHeldHead bounds the held-back header a connection keeps between two
+// requests: the writer's buffer, which the header of a leg fits.
+const maxHeldHead = 4 << 10
+
 // Write is what the request writer writes to: the connection, its failure
-// kept.
+// kept. While write holds the header back, the first write (the header,
+// or all of a small request) is kept, and goes out with the next one.
 func (c *conn) Write(p []byte) (int, error) {
+	if c.holding && len(c.head) == 0 {
+		c.head = append(c.head, p...)
+		return len(p), nil
+	}
+	if head := len(c.head); head > 0 {
+		n, err := c.writeBuffers(net.Buffers{c.head, p})
+		return max(0, n-head), err
+	}
 	n, err := c.nc.Write(p)
 	if err != nil {
 		c.werr = err
@@ -152,13 +182,60 @@ func (c *conn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// ReadFrom lets the request writer hand a body past its buffer to the
-// connection in copies of copyBufferSize, as net/http's writer does (its
+// flushHead writes the held-back header, if any.
+func (c *conn) flushHead() error {
+	if len(c.head) == 0 {
+		return nil
+	}
+	_, err := c.writeBuffers(net.Buffers{c.head})
+	return err
+}
+
+// writeBuffers writes bufs, which start with the held-back header when
+// there is one, and drops the header: in one writev on a TCP or Unix
+// connection. It returns what it wrote of bufs.
+func (c *conn) writeBuffers(bufs net.Buffers) (int, error) {
+	c.head = c.head[:0]
+	n, err := bufs.WriteTo(c.nc)
+	if err != nil {
+		c.werr = err
+	}
+	return int(n), err
+}
+
+// ReadFrom is how the request writer hands the connection a body it does
+// not buffer. upstream's body, net.Buffers, goes out with the held-back
+// header in one writev on a TCP or Unix connection; any other body, or on
+// TLS, in copies of copyBufferSize, as net/http's writer does (its
 // connection's ReadFrom), not in writes of the writer's 4 KiB.
 func (c *conn) ReadFrom(r io.Reader) (int64, error) {
+	if lr, ok := r.(*io.LimitedReader); ok && c.raw != nil {
+		if body, ok := lr.R.(*net.Buffers); ok && buffersLen(*body) == lr.N {
+			bufs := make(net.Buffers, 0, 1+len(*body))
+			if len(c.head) > 0 {
+				bufs = append(bufs, c.head)
+			}
+			head := len(c.head)
+			bufs = append(bufs, *body...)
+			*body, lr.N = nil, 0
+			n, err := c.writeBuffers(bufs)
+			return int64(max(0, n-head)), err
+		}
+	}
+	if err := c.flushHead(); err != nil {
+		return 0, err
+	}
 	buf := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(buf)
 	return io.CopyBuffer(writeOnly{c}, r, *buf)
+}
+
+func buffersLen(bufs net.Buffers) int64 {
+	var n int64
+	for _, b := range bufs {
+		n += int64(len(b))
+	}
+	return n
 }
 
 // copyBufferSize is the size of the writes of a large request body.

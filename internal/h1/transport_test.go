@@ -511,3 +511,53 @@ func (c *abortedWhileWriting) SetDeadline(t time.Time) error {
 	}
 	return err
 }
+
+// tcpCountingConn is a TCP connection that counts its plain writes; its
+// writev (net.Buffers) goes past Write, straight to the socket.
+type tcpCountingConn struct {
+	*net.TCPConn
+	writes *atomic.Int32
+}
+
+func (c tcpCountingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.TCPConn.Write(p)
+}
+
+// TestABodyOfBuffersGoesWithItsHeaderInOneWritev: net/http's writer
+// flushes the header on its own before a body of net.Buffers (upstream's
+// legs); h1 holds it back and sends it with the body's pieces in one
+// writev, not in plain writes.
+func TestABodyOfBuffersGoesWithItsHeaderInOneWritev(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		_, _ = w.Write(b)
+	})
+	var writes atomic.Int32
+	tr := &h1.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return tcpCountingConn{TCPConn: c.(*net.TCPConn), writes: &writes}, nil
+	}}
+	defer tr.CloseIdleConnections()
+	for _, parts := range [][][]byte{
+		{[]byte(`{"model":"m",`), []byte(`"max_tokens":1,`), []byte(`"prompt":"hi"}`)},
+		{bytes.Repeat([]byte("i"), 100<<10), []byte("j")},
+	} {
+		bufs := net.Buffers(parts)
+		var want []byte
+		for _, p := range parts {
+			want = append(want, p...)
+		}
+		req, err := http.NewRequest(http.MethodPost, s.URL, io.NopCloser(&bufs))
+		require.NoError(t, err)
+		req.ContentLength = int64(len(want))
+		req.GetBody = func() (io.ReadCloser, error) { b := net.Buffers(parts); return io.NopCloser(&b), nil }
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), readAll(t, resp))
+	}
+	assert.Zero(t, writes.Load(), "header and body in one writev each, no plain write")
+}
