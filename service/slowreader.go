@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -24,10 +25,12 @@ var errSlowReader = errors.New("client stopped reading the stream")
 // the stream's transport context ends, which gRPC does when the handler
 // returns; so the handler runs in a goroutine of its own and the call
 // returns without it, and gRPC's end of the stream frees the blocked send.
-// The call also returns as soon as its context ends (client gone, drain
-// timed out), for the same reason. The in-process channel's streams are
-// bounded by the REST front's own write deadline instead. 0 turns the
-// bound off.
+// A call whose context ends otherwise (client gone, drain timed out) ends
+// with its handler, which sees the cancellation (its log line and metrics
+// come before the client's status, and the drain waits for them); it
+// returns without it only once a send stays blocked past timeout. The
+// in-process channel's streams are bounded by the REST front's own write
+// deadline instead. 0 turns the bound off.
 func boundSends(timeout time.Duration) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if timeout <= 0 || !info.IsServerStream || inproc.Called(ss.Context()) {
@@ -49,27 +52,38 @@ func runBounded(srv any, ss grpc.ServerStream, handler grpc.StreamHandler, timeo
 	case err := <-done:
 		return err
 	case <-bs.ctx.Done():
-		if errors.Is(context.Cause(bs.ctx), errSlowReader) {
-			return status.Errorf(codes.DeadlineExceeded, "%v: no message taken for %s (server.stream_write_timeout)", errSlowReader, timeout)
-		}
+	}
+	if errors.Is(context.Cause(bs.ctx), errSlowReader) {
+		return status.Errorf(codes.DeadlineExceeded, "%v: no message taken for %s (server.stream_write_timeout)", errSlowReader, timeout)
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-bs.stuck:
 		return status.FromContextError(bs.ctx.Err()).Err()
 	}
 }
 
 // boundedStream times each SendMsg: the timer, armed for each send,
-// cancels the context with errSlowReader when it runs out.
+// cancels the context with errSlowReader and closes stuck when it runs
+// out.
 type boundedStream struct {
 	grpc.ServerStream
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	timeout time.Duration
 	timer   *time.Timer
+	stuck   chan struct{}
 }
 
 func newBoundedStream(ss grpc.ServerStream, timeout time.Duration) *boundedStream {
-	bs := &boundedStream{ServerStream: ss, timeout: timeout}
+	bs := &boundedStream{ServerStream: ss, timeout: timeout, stuck: make(chan struct{})}
 	bs.ctx, bs.cancel = context.WithCancelCause(ss.Context())
-	bs.timer = time.AfterFunc(timeout, func() { bs.cancel(errSlowReader) })
+	var once sync.Once
+	bs.timer = time.AfterFunc(timeout, func() {
+		bs.cancel(errSlowReader)
+		once.Do(func() { close(bs.stuck) })
+	})
 	bs.timer.Stop()
 	return bs
 }

@@ -136,3 +136,57 @@ func TestReaderThatKeepsUpIsNotCut(t *testing.T) {
 	assert.Equal(t, 200, got)
 	assert.Greater(t, time.Since(start), timeout, "the stream outlasted the bound")
 }
+
+// ctxStream is a server stream of a context; its sends block until
+// unblock is closed.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx     context.Context
+	unblock chan struct{}
+}
+
+func (s ctxStream) Context() context.Context { return s.ctx }
+func (s ctxStream) SendMsg(any) error        { <-s.unblock; return nil }
+
+// TestACancelledStreamEndsWithItsHandler: a call cancelled otherwise than
+// by a slow reader (its client went away, the drain ended it) returns only
+// once its handler did, so the handler's log line and metrics come before
+// the client's status and the drain waits for them; a handler whose send
+// stays blocked is left behind after the stream write timeout.
+func TestACancelledStreamEndsWithItsHandler(t *testing.T) {
+	t.Run("the handler returns", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		gate, returned := make(chan struct{}), make(chan error, 1)
+		handler := func(_ any, ss grpc.ServerStream) error {
+			<-ss.Context().Done()
+			<-gate // still logging, counting
+			return status.FromContextError(ss.Context().Err()).Err()
+		}
+		go func() { returned <- runBounded(nil, ctxStream{ctx: ctx}, handler, time.Hour) }()
+		cancel()
+		select {
+		case err := <-returned:
+			t.Fatalf("returned before its handler: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		close(gate)
+		assert.Equal(t, codes.Canceled, status.Code(<-returned))
+	})
+	t.Run("a send stays blocked", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		unblock := make(chan struct{})
+		defer close(unblock)
+		sending := make(chan struct{})
+		handler := func(_ any, ss grpc.ServerStream) error {
+			close(sending)
+			return ss.SendMsg(nil)
+		}
+		returned := make(chan error, 1)
+		go func() {
+			returned <- runBounded(nil, ctxStream{ctx: ctx, unblock: unblock}, handler, 100*time.Millisecond)
+		}()
+		<-sending
+		cancel()
+		assert.Equal(t, codes.Canceled, status.Code(<-returned))
+	})
+}
