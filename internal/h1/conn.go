@@ -28,8 +28,8 @@ type conn struct {
 	stop    func() bool
 	aborted atomic.Bool
 	werr    error // the last write's failure, from the connection
-	// head is the request's header while write holds it back (holding),
-	// for it to go out with what follows it.
+	// head is the request's header while write holds it back, for it to
+	// go out with what follows it; holding: the next write is the header.
 	head      []byte
 	holding   bool
 	idleTimer *time.Timer // IdleConnTimeout's, while kept
@@ -164,11 +164,12 @@ func (c *conn) write(req *http.Request) error {
 const maxHeldHead = 4 << 10
 
 // Write is what the request writer writes to: the connection, its failure
-// kept. While write holds the header back, the first write (the header,
-// or all of a small request) is kept, and goes out with the next one.
+// kept. The first write of a request (the header, or all of a small
+// request) is held back, and goes out with the next one.
 func (c *conn) Write(p []byte) (int, error) {
-	if c.holding && len(c.head) == 0 {
-		c.head = append(c.head, p...)
+	if c.holding {
+		c.holding = false
+		c.head = append(c.head[:0], p...)
 		return len(p), nil
 	}
 	if head := len(c.head); head > 0 {
