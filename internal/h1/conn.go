@@ -193,8 +193,8 @@ func (c *conn) flushHead() error {
 }
 
 // writeBuffers writes bufs, which start with the held-back header when
-// there is one, and drops the header: in one writev on a TCP or Unix
-// connection. It returns what it wrote of bufs.
+// there is one, and drops the header: in one writev on a TCP connection.
+// It returns what it wrote of bufs.
 func (c *conn) writeBuffers(bufs net.Buffers) (int, error) {
 	c.head = c.head[:0]
 	n, err := bufs.WriteTo(c.nc)
@@ -205,10 +205,11 @@ func (c *conn) writeBuffers(bufs net.Buffers) (int, error) {
 }
 
 // ReadFrom is how the request writer hands the connection a body it does
-// not buffer. upstream's body, net.Buffers, goes out with the held-back
-// header in one writev on a TCP or Unix connection; any other body, or on
-// TLS, in copies of copyBufferSize, as net/http's writer does (its
-// connection's ReadFrom), not in writes of the writer's 4 KiB.
+// not buffer. upstream's body of pieces, net.Buffers, goes out with the
+// held-back header in one writev (on the TCP connection h1 dials, not on
+// one a DialContext wrapped); any other body in copies of copyBufferSize,
+// as net/http's writer does (its connection's ReadFrom), not in writes of
+// the writer's 4 KiB.
 func (c *conn) ReadFrom(r io.Reader) (int64, error) {
 	if lr, ok := r.(*io.LimitedReader); ok && c.raw != nil {
 		if body, ok := lr.R.(*net.Buffers); ok && buffersLen(*body) == lr.N {

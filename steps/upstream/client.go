@@ -361,22 +361,23 @@ func profileValue(profile string) []string {
 // setBody gives req the body of r, with its length and a way to have it
 // again: net/http's transport sends a leg again on a new connection when
 // the kept one it chose turns out closed, and h1 tells a body it can have
-// again from a stream whose own read errors are the leg's. The body is
-// net.Buffers, which h1 writes with the header in one writev.
+// again from a stream whose own read errors are the leg's. Parts go as
+// net.Buffers, which h1 writes with the header in one writev; one slice as
+// a bytes.Reader, which net/http's writer buffers with the header.
 func setBody(req *http.Request, r *Request) {
-	all := r.Parts
-	if all == nil {
-		all = [][]byte{r.Body}
-	}
-	for _, p := range all {
-		req.ContentLength += int64(len(p))
+	if body, all := r.Body, r.Parts; all == nil {
+		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	} else {
+		parts := func() io.ReadCloser { bufs := net.Buffers(slices.Clone(all)); return io.NopCloser(&bufs) }
+		for _, p := range all {
+			req.ContentLength += int64(len(p))
+		}
+		req.Body, req.GetBody = parts(), func() (io.ReadCloser, error) { return parts(), nil }
 	}
 	if req.ContentLength == 0 {
 		req.Body, req.GetBody = http.NoBody, func() (io.ReadCloser, error) { return http.NoBody, nil }
-		return
 	}
-	parts := func() io.ReadCloser { bufs := net.Buffers(slices.Clone(all)); return io.NopCloser(&bufs) }
-	req.Body, req.GetBody = parts(), func() (io.ReadCloser, error) { return parts(), nil }
 }
 
 // body is the request's body in one slice (for the trace log).
