@@ -172,9 +172,8 @@ func (c *conn) Write(p []byte) (int, error) {
 		c.head = append(c.head[:0], p...)
 		return len(p), nil
 	}
-	if head := len(c.head); head > 0 {
-		n, err := c.writeBuffers(net.Buffers{c.head, p})
-		return max(0, n-head), err
+	if len(c.head) > 0 {
+		return c.writeHeadAnd(p)
 	}
 	n, err := c.nc.Write(p)
 	if err != nil {
@@ -188,20 +187,26 @@ func (c *conn) flushHead() error {
 	if len(c.head) == 0 {
 		return nil
 	}
-	_, err := c.writeBuffers(net.Buffers{c.head})
+	_, err := c.writeHeadAnd()
 	return err
 }
 
-// writeBuffers writes bufs, which start with the held-back header when
-// there is one, and drops the header: in one writev on a TCP connection.
-// It returns what it wrote of bufs.
-func (c *conn) writeBuffers(bufs net.Buffers) (int, error) {
+// writeHeadAnd writes the held-back header, if any, then bufs, and drops
+// the header: in one writev on a TCP connection. It returns what it wrote of
+// bufs.
+func (c *conn) writeHeadAnd(bufs ...[]byte) (int, error) {
+	head := len(c.head)
+	all := make(net.Buffers, 0, 1+len(bufs))
+	if head > 0 {
+		all = append(all, c.head)
+	}
+	all = append(all, bufs...)
 	c.head = c.head[:0]
-	n, err := bufs.WriteTo(c.nc)
+	n, err := all.WriteTo(c.nc)
 	if err != nil {
 		c.werr = err
 	}
-	return int(n), err
+	return max(0, int(n)-head), err
 }
 
 // ReadFrom is how the request writer hands the connection a body it does
@@ -213,15 +218,9 @@ func (c *conn) writeBuffers(bufs net.Buffers) (int, error) {
 func (c *conn) ReadFrom(r io.Reader) (int64, error) {
 	if lr, ok := r.(*io.LimitedReader); ok && c.raw != nil {
 		if body, ok := lr.R.(*net.Buffers); ok && buffersLen(*body) == lr.N {
-			bufs := make(net.Buffers, 0, 1+len(*body))
-			if len(c.head) > 0 {
-				bufs = append(bufs, c.head)
-			}
-			head := len(c.head)
-			bufs = append(bufs, *body...)
+			n, err := c.writeHeadAnd(*body...)
 			*body, lr.N = nil, 0
-			n, err := c.writeBuffers(bufs)
-			return int64(max(0, n-head)), err
+			return int64(n), err
 		}
 	}
 	if err := c.flushHead(); err != nil {

@@ -426,15 +426,28 @@ func TestRefusesWhatItDoesNotDo(t *testing.T) {
 	}
 }
 
-// countingConn counts the writes made to a connection.
+// countingConn is a TCP connection that counts its plain writes; its
+// writev (net.Buffers) goes past Write, straight to the socket.
 type countingConn struct {
-	net.Conn
+	*net.TCPConn
 	writes *atomic.Int32
 }
 
 func (c countingConn) Write(p []byte) (int, error) {
 	c.writes.Add(1)
-	return c.Conn.Write(p)
+	return c.TCPConn.Write(p)
+}
+
+// countingTransport is a Transport whose connections count their plain
+// writes in writes.
+func countingTransport(writes *atomic.Int32) *h1.Transport {
+	return &h1.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{TCPConn: c.(*net.TCPConn), writes: writes}, nil
+	}}
 }
 
 func TestALargeBodyGoesInLargeWrites(t *testing.T) {
@@ -443,10 +456,7 @@ func TestALargeBodyGoesInLargeWrites(t *testing.T) {
 		_, _ = io.WriteString(w, strconv.FormatInt(n, 10))
 	})
 	var writes atomic.Int32
-	tr := &h1.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		return countingConn{Conn: c, writes: &writes}, err
-	}}
+	tr := countingTransport(&writes)
 	defer tr.CloseIdleConnections()
 	body := bytes.Repeat([]byte("i"), 1<<20)
 	req, err := http.NewRequest(http.MethodPost, s.URL, bytes.NewReader(body))
@@ -512,18 +522,6 @@ func (c *abortedWhileWriting) SetDeadline(t time.Time) error {
 	return err
 }
 
-// tcpCountingConn is a TCP connection that counts its plain writes; its
-// writev (net.Buffers) goes past Write, straight to the socket.
-type tcpCountingConn struct {
-	*net.TCPConn
-	writes *atomic.Int32
-}
-
-func (c tcpCountingConn) Write(p []byte) (int, error) {
-	c.writes.Add(1)
-	return c.TCPConn.Write(p)
-}
-
 // TestABodyOfBuffersGoesWithItsHeaderInOneWritev: net/http's writer
 // flushes the header on its own before a body of net.Buffers (upstream's
 // legs); h1 holds it back and sends it with the body's pieces in one
@@ -534,13 +532,7 @@ func TestABodyOfBuffersGoesWithItsHeaderInOneWritev(t *testing.T) {
 		_, _ = w.Write(b)
 	})
 	var writes atomic.Int32
-	tr := &h1.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return tcpCountingConn{TCPConn: c.(*net.TCPConn), writes: &writes}, nil
-	}}
+	tr := countingTransport(&writes)
 	defer tr.CloseIdleConnections()
 	for _, parts := range [][][]byte{
 		{[]byte(`{"model":"m",`), []byte(`"max_tokens":1,`), []byte(`"prompt":"hi"}`)},
