@@ -196,10 +196,11 @@ func postStream(ctx context.Context, client *http.Client, url string, body []byt
 // goroutines and heap in use from /metrics.
 func sample(ctx context.Context, t target, withMetrics bool) (idleSample, error) {
 	var s idleSample
-	var err error
-	if s.RSS, _, err = residentSet(t.hop.PID()); err != nil {
+	rs, err := readResidentSet(t.hop.PID())
+	if err != nil {
 		return s, err
 	}
+	s.RSS = rs.RSS
 	if !withMetrics {
 		return s, nil
 	}

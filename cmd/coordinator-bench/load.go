@@ -50,6 +50,8 @@ type targetResult struct {
 	Syscalls int64           `json:"hop_syscalls"`             // the hop's read and write system calls
 	RestRSS  int64           `json:"rest_rss_bytes,omitempty"` // the hop's VmRSS before its first measured phase (hop cells; restRSS)
 	PeakRSS  int64           `json:"peak_rss_bytes,omitempty"` // the hop's VmHWM over its measured phases (hop cells; peakRSS)
+	EndAnon  int64           `json:"end_anon_bytes,omitempty"` // the hop's RssAnon after its measured phases (peakRSS)
+	EndFile  int64           `json:"end_file_bytes,omitempty"` // the hop's RssFile after its measured phases (peakRSS)
 	RSSErr   string          `json:"rss_error,omitempty"`      // why RestRSS and PeakRSS were not measured
 	Summary  summary         `json:"summary"`
 }

@@ -121,7 +121,8 @@ func (l *loader) peakOf(ctx context.Context, t target, sc scenario, body []byte)
 	case <-time.After(500 * time.Millisecond): // let the warm-up's connections settle
 	}
 	pid := t.hop.PID()
-	if idle, _, err = residentSet(pid); err != nil {
+	before, err := readResidentSet(pid)
+	if err != nil {
 		return 0, 0, err
 	}
 	if err := resetPeakRSS(pid); err != nil {
@@ -130,8 +131,8 @@ func (l *loader) peakOf(ctx context.Context, t target, sc scenario, body []byte)
 	if err := l.probePost(ctx, t.base+sc.path, body); err != nil {
 		return 0, 0, err
 	}
-	_, peak, err = residentSet(pid)
-	return idle, peak, err
+	after, err := readResidentSet(pid)
+	return before.RSS, after.HWM, err
 }
 
 // warmupBody is a small request for path: a chat with a small image, or a
@@ -179,7 +180,11 @@ func (l *loader) probePost(ctx context.Context, url string, body []byte) error {
 // serving) and resets the high-water mark; peakRSS takes VmHWM after its
 // last one. The rounds interleave the targets, but each process has its
 // own mark, so the peak is the hop's own over its measured phases (and the
-// pauses between them). A probe that fails leaves the target's RSS not
+// pauses between them). peakRSS also takes the two parts of the resident
+// set then (RssAnon, RssFile; the kernel keeps no high-water mark of
+// either): a Go process's heap does not give pages back for minutes, so
+// the anonymous part then is its peak to within what the last collection
+// freed. A probe that fails leaves the target's RSS not
 // measured (RSSErr) rather than failing the cell.
 
 // restRSS reads the resident set of t's hop (none for direct) into r and
@@ -189,7 +194,7 @@ func restRSS(t target, r *targetResult) {
 		return
 	}
 	pid := t.hop.PID()
-	rss, _, err := residentSet(pid)
+	rs, err := readResidentSet(pid)
 	if err == nil {
 		err = resetPeakRSS(pid)
 	}
@@ -197,21 +202,21 @@ func restRSS(t target, r *targetResult) {
 		r.RSSErr = err.Error()
 		return
 	}
-	r.RestRSS = rss
+	r.RestRSS = rs.RSS
 }
 
 // peakRSS reads the peak resident set of t's hop since restRSS into r,
-// unless restRSS failed.
+// and its anonymous and file-backed parts now, unless restRSS failed.
 func peakRSS(t target, r *targetResult) {
 	if t.hop == nil || r.RSSErr != "" {
 		return
 	}
-	_, hwm, err := residentSet(t.hop.PID())
+	rs, err := readResidentSet(t.hop.PID())
 	if err != nil {
 		r.RSSErr = err.Error()
 		return
 	}
-	r.PeakRSS = hwm
+	r.PeakRSS, r.EndAnon, r.EndFile = rs.HWM, rs.Anon, rs.File
 }
 
 // resetPeakRSS resets the high-water mark of pid (VmHWM) to its current
@@ -223,38 +228,48 @@ func resetPeakRSS(pid int) error {
 	return nil
 }
 
-// residentSet reads VmRSS and VmHWM of pid, in bytes.
-func residentSet(pid int) (rss, hwm int64, err error) {
+// residentSet is a process's memory from /proc/<pid>/status, in bytes:
+// its resident set (VmRSS) and that set's high-water mark (VmHWM), and
+// the resident set's two parts: pages of mapped files (RssFile: the
+// binary's code and read-only data, clean and shared with every process
+// that maps the same file) and anonymous pages (RssAnon: heap, stacks,
+// the process's own).
+type residentSet struct {
+	RSS, HWM, Anon, File int64
+}
+
+// readResidentSet reads pid's residentSet.
+func readResidentSet(pid int) (residentSet, error) {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
-		return 0, 0, err
+		return residentSet{}, err
 	}
 	return parseResidentSet(raw)
 }
 
-// parseResidentSet takes VmRSS and VmHWM from a /proc/<pid>/status file.
-func parseResidentSet(status []byte) (rss, hwm int64, err error) {
+// parseResidentSet takes VmRSS, VmHWM, RssAnon and RssFile from a
+// /proc/<pid>/status file.
+func parseResidentSet(status []byte) (residentSet, error) {
+	var rs residentSet
+	fields := map[string]*int64{"VmRSS": &rs.RSS, "VmHWM": &rs.HWM, "RssAnon": &rs.Anon, "RssFile": &rs.File}
 	found := 0
 	for line := range strings.Lines(string(status)) {
 		key, value, ok := strings.Cut(line, ":")
-		if !ok || (key != "VmRSS" && key != "VmHWM") {
+		field := fields[key]
+		if !ok || field == nil {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", key, err)
+			return residentSet{}, fmt.Errorf("%s: %w", key, err)
 		}
-		if key == "VmRSS" {
-			rss = kb << 10
-		} else {
-			hwm = kb << 10
-		}
+		*field = kb << 10
 		found++
 	}
-	if found != 2 {
-		return 0, 0, errors.New("status: no VmRSS and VmHWM")
+	if found != len(fields) {
+		return residentSet{}, errors.New("status: no VmRSS, VmHWM, RssAnon and RssFile")
 	}
-	return rss, hwm, nil
+	return rs, nil
 }
 
 // writeMemory prints the memory probes; nothing when there are none.

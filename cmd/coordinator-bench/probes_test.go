@@ -12,15 +12,15 @@ import (
 
 func TestParseResidentSet(t *testing.T) {
 	t.Parallel()
-	status := "Name:\tcoordinator\nVmPeak:\t 1000 kB\nVmHWM:\t  218200 kB\nVmRSS:\t   13520 kB\nThreads:\t7\n"
-	rss, hwm, err := parseResidentSet([]byte(status))
+	status := "Name:\tcoordinator\nVmPeak:\t 1000 kB\nVmHWM:\t  218200 kB\nVmRSS:\t   13520 kB\n" +
+		"RssAnon:\t    9428 kB\nRssFile:\t    4092 kB\nRssShmem:\t       0 kB\nThreads:\t7\n"
+	rs, err := parseResidentSet([]byte(status))
 	require.NoError(t, err)
-	assert.Equal(t, int64(13520<<10), rss)
-	assert.Equal(t, int64(218200<<10), hwm)
+	assert.Equal(t, residentSet{RSS: 13520 << 10, HWM: 218200 << 10, Anon: 9428 << 10, File: 4092 << 10}, rs)
 
-	_, _, err = parseResidentSet([]byte("VmRSS:\t1 kB\n"))
-	assert.Error(t, err, "no VmHWM")
-	_, _, err = parseResidentSet([]byte("VmRSS:\tmany kB\nVmHWM:\t1 kB\n"))
+	_, err = parseResidentSet([]byte("VmRSS:\t1 kB\nVmHWM:\t1 kB\nRssAnon:\t1 kB\n"))
+	assert.Error(t, err, "no RssFile")
+	_, err = parseResidentSet([]byte("VmRSS:\tmany kB\nVmHWM:\t1 kB\nRssAnon:\t1 kB\nRssFile:\t1 kB\n"))
 	assert.Error(t, err)
 }
 

@@ -32,7 +32,8 @@ func writeHeader(w io.Writer, o options, hop []scenario) {
 	fmt.Fprintf(w, "CPU: utime+stime of each process from /proc/<pid>/stat (USER_HZ %d) over the measured phases, per request;\n", clockTicks)
 	fmt.Fprintf(w, "  hop = the proxy or coordinator process, sim = the simulator, client = this load generator;\n")
 	fmt.Fprintf(w, "  hop syscalls = its read and write system calls (syscr+syscw in /proc/<pid>/io) per request\n")
-	fmt.Fprintf(w, "hop RSS: VmRSS of the hop before its first measured phase; hop peak RSS: its VmHWM over the measured phases (reset by clear_refs)\n")
+	fmt.Fprintf(w, "hop RSS: VmRSS of the hop before its first measured phase; hop peak RSS: its VmHWM over the measured phases (reset by clear_refs);\n")
+	fmt.Fprintf(w, "  mapped files and anonymous: RssFile and RssAnon of the hop after its last measured phase\n")
 }
 
 // writeCell prints one scenario at one concurrency.
@@ -72,6 +73,9 @@ func writeCell(w io.Writer, c *cell) {
 	fmt.Fprintf(w, "coordinator CPU / proxy CPU per request: %s%s\n", v.cpuRatio, cpuVerdict(c))
 	rss, rssGoal := rssVerdict(c)
 	fmt.Fprintf(w, "coordinator peak RSS / proxy peak RSS: %s %s\n", rss, rssGoal)
+	if parts := rssParts(c); parts != "" {
+		fmt.Fprintln(w, parts)
+	}
 	for _, r := range c.Targets {
 		if r.RSSErr != "" {
 			fmt.Fprintf(w, "%s RSS not measured: %s\n", r.Target, firstLine(r.RSSErr))
@@ -96,6 +100,21 @@ func rssVerdict(c *cell) (ratio, verdict string) {
 		return fmt.Sprintf("%.2fx", r), fmt.Sprintf("%s FAIL (%.2fx over)", goal, r/maxPeakRSSRatio)
 	}
 	return fmt.Sprintf("%.2fx", r), goal + " PASS"
+}
+
+// rssParts splits a hop cell's resident sets, read after the measured
+// phases, into mapped files and anonymous memory, coordinator against
+// proxy; "" when either was not read.
+func rssParts(c *cell) string {
+	if c.Err != "" || len(c.Targets) < 3 {
+		return ""
+	}
+	proxy, coord := c.Targets[1], c.Targets[2]
+	if proxy.EndAnon <= 0 || coord.EndAnon <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("  after the phases: mapped files (the binary, shared) coordinator %s MB, proxy %s MB; anonymous (its own) coordinator %s MB, proxy %s MB, %.2fx",
+		mb(coord.EndFile), mb(proxy.EndFile), mb(coord.EndAnon), mb(proxy.EndAnon), float64(coord.EndAnon)/float64(proxy.EndAnon))
 }
 
 // cpuVerdict compares a cell's CPU ratio with its scenario's goal, if any.

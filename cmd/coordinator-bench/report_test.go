@@ -9,7 +9,9 @@ import (
 )
 
 // rssCell is a measured hop cell whose proxy and coordinator had the
-// given peak resident sets, in MB (0: not measured), at rest half that.
+// given peak resident sets, in MB (0: not measured), at rest half that;
+// after the phases two fifths of the peak were mapped files, the rest
+// anonymous.
 func rssCell(proxyMB, coordMB int64) *cell {
 	c := testCell("chat", false, [2]int{0, 100}, [2]int{300, 200}, [2]int{400, 250})
 	for i, name := range []string{"direct", "proxy", "coordinator"} {
@@ -18,6 +20,7 @@ func rssCell(proxyMB, coordMB int64) *cell {
 	for i, peak := range []int64{proxyMB, coordMB} {
 		r := c.Targets[i+1]
 		r.RestRSS, r.PeakRSS = peak*1e6/2, peak*1e6
+		r.EndFile, r.EndAnon = peak*1e6*2/5, peak*1e6*3/5
 		if peak == 0 {
 			r.RSSErr = "reset the peak RSS: open /proc/1/clear_refs: permission denied"
 		}
@@ -66,7 +69,8 @@ func TestHopCellRSSReport(t *testing.T) {
 			cell: rssCell(20, 25),
 			contains: []string{
 				"hop RSS MB  hop peak RSS MB",
-				"\ncoordinator peak RSS / proxy peak RSS: 1.25x (goal <= 1.5x) PASS\n",
+				"\ncoordinator peak RSS / proxy peak RSS: 1.25x (goal <= 1.5x) PASS\n" +
+					"  after the phases: mapped files (the binary, shared) coordinator 10.0 MB, proxy 8.0 MB; anonymous (its own) coordinator 15.0 MB, proxy 12.0 MB, 1.25x\n",
 			},
 			regexps: []string{`\n +direct .* -  +- *\n`, `\n +proxy .* 10\.0  +20\.0 *\n`, `\n +coordinator .* 12\.5  +25\.0 *\n`},
 			absent:  []string{"not measured"},
@@ -79,7 +83,7 @@ func TestHopCellRSSReport(t *testing.T) {
 				"\ncoordinator RSS not measured: reset the peak RSS: open /proc/1/clear_refs: permission denied\n",
 			},
 			regexps: []string{`\n +coordinator .* -  +- *\n`},
-			absent:  []string{"proxy RSS not measured"},
+			absent:  []string{"proxy RSS not measured", "after the phases"},
 		},
 	}
 	for _, tt := range tests {
