@@ -30,8 +30,12 @@ type conn struct {
 	werr    error // the last write's failure, from the connection
 	// head is the request's header while write holds it back, for it to
 	// go out with what follows it; holding: the next write is the header.
-	head      []byte
-	holding   bool
+	head    []byte
+	holding bool
+	// vec is writeHeadAnd's list of what one writev sends, kept for its
+	// array; out is that list as the writev consumes it. Both fields, not
+	// locals, so that a write allocates nothing.
+	vec, out  net.Buffers
 	idleTimer *time.Timer // IdleConnTimeout's, while kept
 }
 
@@ -196,18 +200,27 @@ func (c *conn) flushHead() error {
 // bufs.
 func (c *conn) writeHeadAnd(bufs ...[]byte) (int, error) {
 	head := len(c.head)
-	all := make(net.Buffers, 0, 1+len(bufs))
+	c.vec = c.vec[:0]
 	if head > 0 {
-		all = append(all, c.head)
+		c.vec = append(c.vec, c.head)
 	}
-	all = append(all, bufs...)
-	c.head = c.head[:0]
-	n, err := all.WriteTo(c.nc)
+	c.vec = append(c.vec, bufs...)
+	c.out = c.vec
+	n, err := c.out.WriteTo(c.nc)
+	clear(c.vec) // the array stays, not the request's pieces
+	c.vec, c.out, c.head = c.vec[:0], nil, c.head[:0]
+	if cap(c.vec) > maxHeldPieces {
+		c.vec = nil
+	}
 	if err != nil {
 		c.werr = err
 	}
 	return max(0, int(n)-head), err
 }
+
+// maxHeldPieces bounds the list of buffers a connection keeps between two
+// writes: a leg's body is a few pieces.
+const maxHeldPieces = 64
 
 // ReadFrom is how the request writer hands the connection a body it does
 // not buffer. upstream's body of pieces, net.Buffers, goes out with the
