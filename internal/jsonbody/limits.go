@@ -13,7 +13,7 @@ import (
 // beside the document's own bytes within a few MiB (an entry is about a
 // hundred bytes) whatever the body's shape. A document that would keep more
 // fails with a [*LimitError].
-const MaxIndexed = 1 << 15
+const MaxIndexed = 1 << 13
 
 // ErrLimit is what a [*LimitError] is (errors.Is).
 var ErrLimit = errors.New("json body exceeds a limit")

@@ -41,11 +41,11 @@ type Handler struct {
 	// (server.trust_client_transfer_params).
 	trustTransfer bool
 	// limits bound a body's structure as it is parsed (zero: the defaults).
-	limits steps.DocumentLimits
-	ready         *admission.Readiness
-	metrics       *metrics.Metrics
-	queued        steps.RequestStore // nil without a step keeping queued requests (requests.go)
-	holder        steps.Holder       // nil: no request is held open (requests.go)
+	limits  steps.DocumentLimits
+	ready   *admission.Readiness
+	metrics *metrics.Metrics
+	queued  steps.RequestStore // nil without a step keeping queued requests (requests.go)
+	holder  steps.Holder       // nil: no request is held open (requests.go)
 	// streamWriteTimeout bounds each write of a stream (transcode.go); 0: none.
 	streamWriteTimeout time.Duration
 	pass               *passthrough // nil without a gateway to relay to (passthrough.go)
