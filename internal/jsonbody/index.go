@@ -34,6 +34,18 @@ type Index struct {
 	// Count, when not 0, counts the elements of the arrays this Index
 	// indexes against [Limits].Counts[Count-1].
 	Count int
+	// Strings, for a member an empty Index names, finds it (see Sparse)
+	// only when it is a string, one of these; nil finds it as any value.
+	Strings []string
+}
+
+// finds reports whether idx, a leaf, finds the scalar value raw.
+func (idx *Index) finds(raw []byte) bool {
+	if idx.Strings == nil {
+		return true
+	}
+	s, ok := String(raw)
+	return ok && slices.Contains(idx.Strings, s)
 }
 
 // leaf reports an index that asks for the value it names and nothing in it.
@@ -213,7 +225,7 @@ func parseIndexedValue(sc *scratch, data []byte, i, depth int, idx *Index, spars
 		arr, end, found, err = parseArrayAt(sc, data, i, depth, idx, sparse)
 	default:
 		end, err = sc.scan(data, i, depth)
-		found = idx.leaf()
+		found = err == nil && idx.leaf() && idx.finds(data[i:end])
 	}
 	return end, obj, arr, found, err
 }
@@ -230,7 +242,7 @@ func parseObjectAt(sc *scratch, data []byte, i, depth int, idx *Index, sparse bo
 		return nil, i, false, err
 	}
 	start, base := i, len(sc.members)
-	found := idx != nil && idx.leaf()
+	found := idx != nil && idx.leaf() && idx.Strings == nil
 	if i = skipSpace(data, i+1); i < len(data) && data[i] == '}' {
 		if sparse && !found {
 			return nil, i + 1, false, nil
@@ -251,7 +263,7 @@ func parseObjectAt(sc *scratch, data []byte, i, depth int, idx *Index, sparse bo
 			if err = sc.c.node(valueStart); err == nil {
 				i, m.escaped, err = scanString(data, valueStart)
 			}
-			childFound = child != nil && child.leaf()
+			childFound = err == nil && child != nil && child.leaf() && child.finds(data[valueStart:i])
 		} else {
 			i, m.obj, m.arr, childFound, err = parseIndexedValue(sc, data, valueStart, depth+1, child, sparse)
 		}
@@ -317,7 +329,7 @@ func parseArrayAt(sc *scratch, data []byte, i, depth int, idx *Index, sparse boo
 		return a, end, err == nil, err
 	}
 	start, base := i, len(sc.elems)
-	found := idx.leaf()
+	found := idx.leaf() && idx.Strings == nil
 	if i = skipSpace(data, i+1); i < len(data) && data[i] == ']' {
 		if sparse && !found {
 			return nil, i + 1, false, nil

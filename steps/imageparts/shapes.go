@@ -42,12 +42,18 @@ var refusedKinds = map[string]string{
 }
 
 // partIndex keeps, of a chat or Responses content array, the parts with a
-// member vLLM may read as media, or a uuid (jsonbody.Index.Sparse).
+// member vLLM may read as media, a media type, or a uuid
+// (jsonbody.Index.Sparse).
 var partIndex = func() *jsonbody.Index {
 	m := map[string]*jsonbody.Index{keyUUID: {}}
 	for _, k := range mediaKeys {
 		m[k] = &jsonbody.Index{}
 	}
+	types := imageTypes[:]
+	for k := range refusedKinds {
+		types = append(types, k)
+	}
+	m["type"] = &jsonbody.Index{Strings: types}
 	return &jsonbody.Index{Members: m}
 }()
 
