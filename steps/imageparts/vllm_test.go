@@ -132,11 +132,9 @@ func checkAgainstVLLM(t *testing.T, s imageparts.Shape, part string) string {
 	for _, leg := range []*jsonbody.Object{root, withUUID} {
 		var doc map[string]any
 		require.NoError(t, json.Unmarshal(leg.Bytes(), &doc))
-		msgs, _ := doc[list].([]any)
-		content, _ := msgs[0].(map[string]any)["content"].([]any)
-		p, ok := content[0].(map[string]any)
+		p, ok := onlyPart(doc, list)
 		if !ok {
-			continue
+			continue // not one part in one message: part broke out
 		}
 		_, hasClientUUID := p["uuid"]
 		assert.False(t, hasClientUUID && leg == root, "the client's uuid is dropped: %s", part)
@@ -155,6 +153,21 @@ func checkAgainstVLLM(t *testing.T, s imageparts.Shape, part string) string {
 		return urls[0]
 	}
 	return ""
+}
+
+// onlyPart is the one content part of the one message of doc's list.
+func onlyPart(doc map[string]any, list string) (map[string]any, bool) {
+	msgs, _ := doc[list].([]any)
+	if len(msgs) != 1 {
+		return nil, false
+	}
+	msg, _ := msgs[0].(map[string]any)
+	content, _ := msg["content"].([]any)
+	if len(content) != 1 {
+		return nil, false
+	}
+	p, ok := content[0].(map[string]any)
+	return p, ok
 }
 
 func TestVLLMPartShapes(t *testing.T) {
