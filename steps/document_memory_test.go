@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"testing"
 
@@ -159,5 +160,39 @@ func BenchmarkParseHostile(b *testing.B) {
 			runtime.ReadMemStats(&ms1)
 			b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(b.N)/float64(len(body)), "alloc/body")
 		})
+	}
+}
+
+// TestCheckCostIsProportionalToTheBody checks a Messages and a Responses
+// body of as many content blocks as the default limits and apibody's
+// MaxItems let in: the check keeps nothing and allocates little.
+func TestCheckCostIsProportionalToTheBody(t *testing.T) {
+	memoryTestMu.Lock()
+	defer memoryTestMu.Unlock()
+	for _, tc := range []struct {
+		name       string
+		format     Format
+		head, item string
+	}{
+		{"messages", FormatMessages, `{"max_tokens":1,"messages":[`, `{"type":"text","text":""}`},
+		{"responses", FormatResponses, `{"input":[`, `{"type":"input_text","text":""}`},
+	} {
+		blocks := tc.item + strings.Repeat(","+tc.item, 31)
+		msg := `{"role":"user","content":[` + blocks + `]}`
+		body := hostileBody(tc.head, msg, `]}`, 4000*(len(msg)+1))
+		doc, err := ParseDocument(body, tc.format)
+		require.NoError(t, err)
+		var before, after runtime.MemStats
+		func() {
+			defer debug.SetGCPercent(debug.SetGCPercent(-1))
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			err = doc.Check()
+			runtime.ReadMemStats(&after)
+		}()
+		require.NoError(t, err, tc.name)
+		alloc := after.TotalAlloc - before.TotalAlloc
+		t.Logf("%-9s body %4.1f MiB: check allocates %5.2f MiB", tc.name, mib(len(body)), mib(int(alloc)))
+		assert.LessOrEqual(t, alloc, uint64(len(body)), "%s: the check allocates at most the body", tc.name)
 	}
 }

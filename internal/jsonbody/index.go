@@ -160,6 +160,9 @@ type scratch struct {
 	members []member
 	elems   []element
 	c       counter
+	// into, when set, is the Object the top-level object is parsed into
+	// (ParseObjectInto).
+	into *Object
 }
 
 var scratches = sync.Pool{New: func() any { return &scratch{} }}
@@ -171,7 +174,7 @@ const maxScratch = 1 << 12
 // ended cleared what it left (pop); a parse that failed leaves the rest
 // within the length, cleared here.
 func (sc *scratch) put() {
-	sc.c = counter{}
+	sc.c, sc.into = counter{}, nil
 	if cap(sc.members) > maxScratch || cap(sc.elems) > maxScratch {
 		return
 	}
@@ -247,7 +250,7 @@ func parseObjectAt(sc *scratch, data []byte, i, depth int, idx *Index, sparse bo
 		if sparse && !found {
 			return nil, i + 1, false, nil
 		}
-		return &Object{raw: data[start : i+1]}, i + 1, found, nil
+		return sc.object(depth, data[start:i+1], base), i + 1, found, nil
 	}
 	for {
 		m, valueStart, end, err := parseKey(data, i)
@@ -288,13 +291,54 @@ func parseObjectAt(sc *scratch, data []byte, i, depth int, idx *Index, sparse bo
 				drop(&sc.members, base)
 				return nil, i + 1, false, nil
 			}
-			o := &Object{raw: data[start : i+1], members: pop(&sc.members, base)}
+			o := sc.object(depth, data[start:i+1], base)
 			sc.c.kept += len(o.members)
 			return o, i + 1, found, nil
 		default:
 			return nil, i, false, errAt(data, i, "after object key:value pair")
 		}
 	}
+}
+
+// object makes the object parsed at depth from raw, its members those of
+// the scratch from base on: in a new Object, or at the top level in
+// sc.into, whose memory it reuses.
+func (sc *scratch) object(depth int, raw []byte, base int) *Object {
+	if depth > 0 || sc.into == nil {
+		return &Object{raw: raw, members: pop(&sc.members, base)}
+	}
+	o := sc.into
+	clear(o.members)
+	*o = Object{raw: raw, members: append(o.members[:0], sc.members[base:]...)}
+	drop(&sc.members, base)
+	return o
+}
+
+// ParseObjectInto is [ParseObject] into o, reusing the memory o holds:
+// what o was is gone, and any [Object] or value read from it before must
+// not be used after. A loop that parses many small objects one at a time
+// allocates nothing for each. On error o is left empty.
+func ParseObjectInto(o *Object, data []byte) error {
+	i := skipSpace(data, 0)
+	*o = Object{members: o.members[:0]}
+	if i >= len(data) || data[i] != '{' {
+		if err := Valid(data); err != nil {
+			return err
+		}
+		return ErrNotObject
+	}
+	sc := scratches.Get().(*scratch)
+	defer sc.put()
+	sc.into = o
+	_, end, _, err := parseObjectAt(sc, data, i, 0, nil, false)
+	if err == nil {
+		err = expectEnd(data, end)
+	}
+	if err != nil {
+		*o = Object{members: o.members[:0]}
+		return located(data, err)
+	}
+	return nil
 }
 
 // parseKey reads the key at data[i], and the colon after it, into a

@@ -112,3 +112,23 @@ func TestMaxIndexedBoundsWhatAParseKeeps(t *testing.T) {
 	require.NoError(t, err, "parts not kept cost nothing")
 	assert.Nil(t, o.Array("messages").Object(0), "nothing found: nothing kept")
 }
+
+func TestParseObjectIntoReusesItsMemory(t *testing.T) {
+	var o jsonbody.Object
+	require.NoError(t, jsonbody.ParseObjectInto(&o, []byte(` {"a":1,"b":"x"} `)))
+	assert.Equal(t, []string{"a", "b"}, o.Keys())
+	assert.Equal(t, `{"a":1,"b":"x"}`, string(o.Bytes()))
+	require.NoError(t, jsonbody.ParseObjectInto(&o, []byte(`{"c":[1]}`)))
+	assert.Equal(t, []string{"c"}, o.Keys(), "what o was is gone")
+	assert.False(t, o.Edited())
+	block := []byte(`{"type":"text","text":"hi"}`)
+	allocs := testing.AllocsPerRun(100, func() { _ = jsonbody.ParseObjectInto(&o, block) })
+	assert.Zero(t, allocs, "a reused object costs no allocation")
+	for _, bad := range []string{`[]`, `{"a":}`, ``, `{} x`} {
+		err := jsonbody.ParseObjectInto(&o, []byte(bad))
+		require.Error(t, err, bad)
+		_, want := jsonbody.ParseObject([]byte(bad))
+		assert.Equal(t, want.Error(), err.Error(), "ParseObject's errors: %s", bad)
+		assert.Zero(t, o.Len(), "left empty")
+	}
+}
