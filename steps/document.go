@@ -9,10 +9,12 @@ import (
 
 // Document is the client's JSON body validated and indexed once, with the
 // edits steps made to it since. The one pass that validates the body also
-// indexes what the steps read (by format: the chat messages down to each
-// content part's image_url; the completions prompt and the generate
-// token_ids as token-ID arrays, counted and checked; the generate features
-// and sampling_params), so no step scans the body again.
+// indexes what the steps read (by format: of the chat, Responses and
+// Messages messages, only the content parts that may be media or carry a
+// uuid, so that a body of many small parts keeps no object for each; the
+// completions prompt and the generate token_ids as token-ID arrays,
+// counted and checked; the generate features and sampling_params), so no
+// step scans the body again.
 //
 // Steps read the document as it stands with Root, and the step that owns a
 // member edits it there (replace-media-urls an image's url, render a
@@ -47,7 +49,7 @@ const (
 
 // Indexes of the formats' bodies: what the steps read or edit.
 var (
-	chatIndex        = imageparts.Index // the messages down to each content part's image_url
+	chatIndex        = imageparts.Index // the messages down to the content parts that may be media
 	completionsIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
 		keyPrompt: {Uint32s: true},
 	}}

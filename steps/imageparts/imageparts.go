@@ -1,8 +1,11 @@
 // Package imageparts finds the image parts of a request body once, and
 // reads or edits them in the body or in any leg of it by their place. Each
-// API keeps them in its own shape (Shape): chat's image_url content parts,
-// the OpenAI Responses' input_image parts, the Anthropic Messages' image
-// blocks.
+// API keeps them in its own shape (Shape): chat's and the OpenAI
+// Responses' content parts, read as vLLM reads them (shapes.go: typed
+// image_url and input_image parts, and parts typed by their keys), the
+// Anthropic Messages' image blocks. It refuses the media vLLM would read
+// that the pipeline cannot guard (Check) and removes a client's uuid
+// (DropUUIDs).
 package imageparts
 
 import (
