@@ -7,10 +7,13 @@ package service
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -40,12 +43,15 @@ type Coordinator struct {
 	// trustTransfer keeps a client's transfer params
 	// (server.trust_client_transfer_params).
 	trustTransfer bool
+	// limits bound a body's structure as it is parsed (server.max_messages,
+	// max_content_blocks, max_json_nodes).
+	limits steps.DocumentLimits
 }
 
 // NewCoordinator builds the service for cfg's body size cap and trust of
 // client transfer params.
 func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg config.Config) *Coordinator {
-	return &Coordinator{pipeline: p, metrics: m, log: log, maxBody: cfg.Server.MaxRequestBodyBytes(),
+	return &Coordinator{pipeline: p, metrics: m, log: log, maxBody: cfg.Server.MaxRequestBodyBytes(), limits: cfg.Server.DocumentLimits(),
 		trustTransfer: cfg.Server.TrustClientTransferParams}
 }
 
@@ -54,14 +60,21 @@ func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg
 // message limit leaves room for the envelope, so it alone would let gRPC
 // clients send more. Unless server.trust_client_transfer_params is on, the
 // client's own transfer params are removed from the document before any
-// step sees it (compat D23).
+// step sees it (compat D23). A client's media uuids always are: the
+// coordinator owns the key vLLM caches media under.
 func (c *Coordinator) requestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, error) {
 	if n := int64(len(in.GetJson())); n > c.maxBody {
 		return nil, status.Errorf(codes.ResourceExhausted, "request body too large: %d bytes, the limit is %d (request_id: %s)", n, c.maxBody, id)
 	}
-	rc, err := newRequestContext(ctx, id, in)
-	if err != nil || c.trustTransfer {
+	rc, err := newRequestContext(ctx, id, in, c.limits)
+	if err != nil {
 		return rc, err
+	}
+	if n := rc.Doc.DropMediaUUIDs(); n > 0 {
+		c.log.InfoContext(ctx, "client media uuids dropped", "request_id", id, "api", apiOf(ctx), "endpoint", rc.Format.String(), "parts", n)
+	}
+	if c.trustTransfer {
+		return rc, nil
 	}
 	if dropped := rc.Doc.DropTransferParams(); dropped != nil {
 		TransferParamsDropped(ctx, c.metrics, c.log, id, apiOf(ctx), rc.Format.String(), dropped)
@@ -236,17 +249,17 @@ func requestID(ctx context.Context, fromMessage string) string {
 	return requestid.OrNew("")
 }
 
-// newRequestContext parses the body into the request's document, unless
-// the REST front did (WithParsedBody), reads what the service needs from
-// it (top-level "model" and "stream") and the forwarded headers from the
-// call metadata.
-func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, error) {
+// newRequestContext parses the body into the request's document within
+// lim, unless the REST front did (WithParsedBody), reads what the service
+// needs from it (top-level "model" and "stream") and the forwarded
+// headers from the call metadata.
+func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest, lim steps.DocumentLimits) (*steps.RequestContext, error) {
 	format := FormatOf(in.GetEndpoint())
 	doc := inproc.ParsedBody(ctx, in.GetJson(), format)
 	if doc == nil {
 		var err error
-		if doc, err = steps.ParseDocument(in.GetJson(), format); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "invalid JSON body: %v (request_id: %s)", err, id)
+		if doc, err = steps.ParseDocumentLimits(in.GetJson(), format, lim); err != nil {
+			return nil, invalidBody(err, id)
 		}
 	}
 	obj := doc.Root()
@@ -276,6 +289,22 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 		}
 	}
 	return rc, nil
+}
+
+// invalidBody is InvalidArgument for a body that does not parse; past a
+// limit on its structure, with an ErrorInfo naming the limit's key and
+// value.
+func invalidBody(err error, id string) error {
+	st := status.Newf(codes.InvalidArgument, "invalid JSON body: %v (request_id: %s)", err, id)
+	var le *jsonbody.LimitError
+	if errors.As(err, &le) {
+		info := &errdetails.ErrorInfo{Reason: "BODY_LIMIT", Domain: "coordinator",
+			Metadata: map[string]string{"limit": le.Key, "max": strconv.Itoa(le.Max), "what": le.What}}
+		if d, derr := st.WithDetails(info); derr == nil {
+			st = d
+		}
+	}
+	return st.Err()
 }
 
 // FormatOf is the pipeline format of an OpenAI endpoint.

@@ -9,10 +9,12 @@ import (
 
 // Document is the client's JSON body validated and indexed once, with the
 // edits steps made to it since. The one pass that validates the body also
-// indexes what the steps read (by format: the chat messages down to each
-// content part's image_url; the completions prompt and the generate
-// token_ids as token-ID arrays, counted and checked; the generate features
-// and sampling_params), so no step scans the body again.
+// indexes what the steps read (by format: of the chat, Responses and
+// Messages messages, only the content parts that may be media or carry a
+// uuid, so that a body of many small parts keeps no object for each; the
+// completions prompt and the generate token_ids as token-ID arrays,
+// counted and checked; the generate features and sampling_params), so no
+// step scans the body again.
 //
 // Steps read the document as it stands with Root, and the step that owns a
 // member edits it there (replace-media-urls an image's url, render a
@@ -47,7 +49,7 @@ const (
 
 // Indexes of the formats' bodies: what the steps read or edit.
 var (
-	chatIndex        = imageparts.Index // the messages down to each content part's image_url
+	chatIndex        = imageparts.Index // the messages down to the content parts that may be media
 	completionsIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
 		keyPrompt: {Uint32s: true},
 	}}
@@ -75,11 +77,20 @@ func indexOf(f Format) *jsonbody.Index {
 	return nil
 }
 
-// ParseDocument validates body, a JSON object, and indexes it for format
-// f. Errors are jsonbody's: a *jsonbody.SyntaxError, an error wrapping
-// jsonbody.ErrTooDeep, or jsonbody.ErrNotObject.
+// ParseDocument is ParseDocumentLimits with the default limits.
 func ParseDocument(body []byte, f Format) (*Document, error) {
-	root, err := jsonbody.ParseIndexed(body, indexOf(f))
+	return ParseDocumentLimits(body, f, DocumentLimits{})
+}
+
+// ParseDocumentLimits validates body, a JSON object, and indexes it for
+// format f, within lim: it counts the body's values, messages and content
+// blocks as it validates them, and fails at the first past a limit before
+// keeping anything of it. What it keeps beside the body's own bytes is
+// bounded (jsonbody.MaxIndexed) whatever the body's shape. Errors are
+// jsonbody's: a *jsonbody.SyntaxError, an error wrapping
+// jsonbody.ErrTooDeep, a *jsonbody.LimitError, or jsonbody.ErrNotObject.
+func ParseDocumentLimits(body []byte, f Format, lim DocumentLimits) (*Document, error) {
+	root, err := jsonbody.ParseIndexedLimits(body, indexOf(f), lim.jsonbody())
 	if err != nil {
 		return nil, err
 	}
@@ -88,8 +99,45 @@ func ParseDocument(body []byte, f Format) (*Document, error) {
 
 // Check checks what the coordinator relies on in a Responses or Messages
 // body, and refuses what a stateless coordinator cannot serve (package
-// apibody); other formats pass. The error is the client's fault.
-func (d *Document) Check() error { return apibody.Check(d.root, d.format) }
+// apibody), and in a chat, Responses or Messages body the content parts
+// vLLM reads as media the pipeline cannot guard (imageparts.Check). The
+// error is the client's fault.
+func (d *Document) Check() error {
+	if err := apibody.Check(d.root, d.format); err != nil {
+		return err
+	}
+	if s, ok := shapeOf(d.format); ok {
+		if err := imageparts.Check(d.root, s); err != nil {
+			return Invalidf("%v", err)
+		}
+	}
+	return nil
+}
+
+// DropMediaUUIDs removes the client's "uuid" from every content part and
+// returns how many it removed (imageparts.DropUUIDs): the coordinator owns
+// it, as the key vLLM caches media under. The coordinator's own uuids are
+// written on the legs later (decode).
+func (d *Document) DropMediaUUIDs() int {
+	s, ok := shapeOf(d.format)
+	if !ok {
+		return 0
+	}
+	return imageparts.DropUUIDs(d.root, s)
+}
+
+// shapeOf is where format f's bodies keep their media.
+func shapeOf(f Format) (imageparts.Shape, bool) {
+	switch f {
+	case FormatChat:
+		return imageparts.Chat, true
+	case FormatResponses:
+		return imageparts.Responses, true
+	case FormatMessages:
+		return imageparts.Messages, true
+	}
+	return 0, false
+}
 
 // Of reports whether the document was parsed from exactly these bytes (the
 // same memory, not an equal copy).
@@ -126,13 +174,8 @@ func (d *Document) Write(o *jsonbody.Object) [][]byte {
 func (d *Document) imageParts() imageparts.Locations {
 	if !d.imagesDone {
 		d.imagesDone = true
-		switch d.format {
-		case FormatChat:
-			d.images = imageparts.Find(d.root)
-		case FormatResponses:
-			d.images = imageparts.FindIn(d.root, imageparts.Responses)
-		case FormatMessages:
-			d.images = imageparts.FindIn(d.root, imageparts.Messages)
+		if s, ok := shapeOf(d.format); ok {
+			d.images = imageparts.FindIn(d.root, s)
 		}
 	}
 	return d.images

@@ -25,6 +25,8 @@ func FuzzDocument(f *testing.F) {
 			` {"type": "image_url", "image_url": {"url": "x"}, "uuid": "client"}]}]} `,
 		`{"messages":[{"content":[{"type":"image_url","image_url":{"url":1}},{"type":"image_url"}]},"x",{"content":[]}],"max_output_tokens":3}`,
 		`{"messages":[{"content":[{"t\u0079pe":"image_url","image_url":{"url":"a"},"type":"text"}]}],"messages":[{"content":[{"type":"image_url","image_url":{"url":"b","url":"c"}}]}]}`,
+		`{"messages":[{"content":[{"image_url":"a"},{"type":null,"image_url":{"url":"b"}},{"type":"input_image","image_url":"c"},` +
+			`{"input_audio":null,"image_url":"d"},{"video_url":"v","image_url":"e"},{"type":"text","uuid":"u","image_url":"f"}]}]}`,
 		`{}`, `[]`, `{"messages":null}`,
 	} {
 		f.Add([]byte(seed))
@@ -88,17 +90,42 @@ func imagePartsOf(body map[string]any) []map[string]any {
 		msg, _ := m.(map[string]any)
 		content, _ := msg["content"].([]any)
 		for _, c := range content {
-			part, _ := c.(map[string]any)
-			image, _ := part["image_url"].(map[string]any)
-			if typ, _ := part["type"].(string); typ != "image_url" || image == nil {
-				continue
-			}
-			if _, ok := image["url"].(string); ok {
+			if part, _ := c.(map[string]any); isImagePart(part) {
 				out = append(out, part)
 			}
 		}
 	}
 	return out
+}
+
+// isImagePart is imageparts' rule for a chat part, after vLLM's
+// (imageparts/vllm_test.go): an image_url or input_image part, or one
+// with no type, whose first media key is image_url, a string URL in the
+// form its type takes (either form with no type).
+func isImagePart(part map[string]any) bool {
+	kind := ""
+	if typ, ok := part["type"]; ok && typ != nil {
+		kind, _ = typ.(string)
+		if kind != "image_url" && kind != "input_image" {
+			return false
+		}
+	}
+	for _, k := range []string{"image_url", "image_pil", "image_embeds", "audio_embeds", "prompt_embeds", "audio_url", "input_audio", "video_url"} {
+		if v, ok := part[k]; ok && (k != "input_audio" || v != nil) {
+			if k != "image_url" {
+				return false
+			}
+			break
+		}
+	}
+	switch v := part["image_url"].(type) {
+	case map[string]any:
+		_, ok := v["url"].(string)
+		return ok && kind != "input_image"
+	case string:
+		return kind != "image_url"
+	}
+	return false
 }
 
 func decodeNumbers(t *testing.T, raw []byte) map[string]any {

@@ -1,6 +1,10 @@
 package jsonbody
 
 import (
+	"cmp"
+	"errors"
+	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"sync"
@@ -13,13 +17,40 @@ import (
 // they must not change while in use.
 type Index struct {
 	// Members indexes, in an object, the value of each named member with
-	// the given Index (an empty Index indexes just that object or array).
+	// the given Index (an empty Index indexes just that value).
 	Members map[string]*Index
 	// Elements indexes, in an array, every element with the given Index.
 	Elements *Index
 	// Uint32s reads an array as token IDs: it is counted and its elements
 	// checked as it is validated (see [Uint32Stats]), and none is kept.
 	Uint32s bool
+	// Sparse keeps, of an array's elements, only those in which the index
+	// finds something, and below it every object and array only when the
+	// index finds something in it: a member that an empty Index names (of
+	// any type), an element or member kept, a token-ID array. The others
+	// stay raw text and cost nothing: the array's Len counts them,
+	// [Array.Object] is nil for them and [Array.Indexed] skips them.
+	Sparse bool
+	// Count, when not 0, counts the elements of the arrays this Index
+	// indexes against [Limits].Counts[Count-1].
+	Count int
+	// Strings, for a member an empty Index names, finds it (see Sparse)
+	// only when it is a string, one of these; nil finds it as any value.
+	Strings []string
+}
+
+// finds reports whether idx, a leaf, finds the scalar value raw.
+func (idx *Index) finds(raw []byte) bool {
+	if idx.Strings == nil {
+		return true
+	}
+	s, ok := String(raw)
+	return ok && slices.Contains(idx.Strings, s)
+}
+
+// leaf reports an index that asks for the value it names and nothing in it.
+func (idx *Index) leaf() bool {
+	return idx.Members == nil && idx.Elements == nil && !idx.Uint32s
 }
 
 // Array is a JSON array indexed by [ParseIndexed]: the raw text of each
@@ -32,12 +63,16 @@ type Array struct {
 	edited bool
 	// uint32s is set, and elems empty, for an array indexed with Uint32s.
 	uint32s *Uint32Stats
+	// sparse: elems holds the kept elements only, by pos, of n.
+	sparse bool
+	n      int
 }
 
 type element struct {
 	value []byte
 	obj   *Object
 	arr   *Array
+	pos   int // the element's index in its array
 }
 
 // Uint32Stats is what [ParseIndexed] learned of an array indexed with
@@ -62,6 +97,14 @@ type Uint32Stats struct {
 // nil idx indexes the top-level members only, as ParseObject does. Errors
 // are ParseObject's, at the same offsets.
 func ParseIndexed(data []byte, idx *Index) (*Object, error) {
+	return ParseIndexedLimits(data, idx, nil)
+}
+
+// ParseIndexedLimits is [ParseIndexed] within lim (nil: none) and, when lim
+// is not nil, [MaxIndexed]: it counts what lim bounds as it validates and
+// fails with a [*LimitError] at the first value past a limit, before
+// keeping it.
+func ParseIndexedLimits(data []byte, idx *Index, lim *Limits) (*Object, error) {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		if err := Valid(data); err != nil {
@@ -71,7 +114,8 @@ func ParseIndexed(data []byte, idx *Index) (*Object, error) {
 	}
 	sc := scratches.Get().(*scratch)
 	defer sc.put()
-	o, end, err := parseObjectAt(sc, data, i, 0, idx)
+	sc.c.lim = lim
+	o, end, _, err := parseObjectAt(sc, data, i, 0, idx, false)
 	if err == nil {
 		err = expectEnd(data, end)
 	}
@@ -97,7 +141,7 @@ func ParseArrayIndexed(data []byte, idx *Index) (*Array, error) {
 	}
 	sc := scratches.Get().(*scratch)
 	defer sc.put()
-	a, end, err := parseArrayAt(sc, data, i, 0, idx)
+	a, end, _, err := parseArrayAt(sc, data, i, 0, idx, false)
 	if err == nil {
 		err = expectEnd(data, end)
 	}
@@ -115,6 +159,10 @@ func ParseArrayIndexed(data []byte, idx *Index) (*Array, error) {
 type scratch struct {
 	members []member
 	elems   []element
+	c       counter
+	// into, when set, is the Object the top-level object is parsed into
+	// (ParseObjectInto).
+	into *Object
 }
 
 var scratches = sync.Pool{New: func() any { return &scratch{} }}
@@ -126,6 +174,7 @@ const maxScratch = 1 << 12
 // ended cleared what it left (pop); a parse that failed leaves the rest
 // within the length, cleared here.
 func (sc *scratch) put() {
+	sc.c, sc.into = counter{}, nil
 	if cap(sc.members) > maxScratch || cap(sc.elems) > maxScratch {
 		return
 	}
@@ -135,134 +184,245 @@ func (sc *scratch) put() {
 	scratches.Put(sc)
 }
 
+// pending is the number of entries read so far of the open containers.
+func (sc *scratch) pending() int { return len(sc.members) + len(sc.elems) }
+
 // pop returns the entries of s from base on, in a slice of their number,
 // and clears them out of s, which it cuts back to base.
 func pop[T any](s *[]T, base int) []T {
 	out := slices.Clone((*s)[base:])
-	clear((*s)[base:])
-	*s = (*s)[:base]
+	drop(s, base)
 	return out
 }
 
+// drop clears the entries of s from base on and cuts s back to base.
+func drop[T any](s *[]T, base int) {
+	clear((*s)[base:])
+	*s = (*s)[:base]
+}
+
+// scan validates, and counts, the value at data[i] without indexing it.
+func (sc *scratch) scan(data []byte, i, depth int) (int, error) {
+	if i < len(data) && (data[i] == '{' || data[i] == '[') {
+		return scanContainer(data, i, depth, &sc.c)
+	}
+	if err := sc.c.node(i); err != nil {
+		return i, err
+	}
+	return scanValue(data, i, depth)
+}
+
 // parseIndexedValue scans the value at data[i] inside a container at depth
-// depth (0: the top level) and, when idx asks for it, indexes it.
-func parseIndexedValue(sc *scratch, data []byte, i, depth int, idx *Index) (end int, obj *Object, arr *Array, err error) {
+// depth (0: the top level) and, when idx asks for it, indexes it; found
+// reports that idx found something in it (see Index.Sparse). In a sparse
+// region, a container is kept only when found.
+func parseIndexedValue(sc *scratch, data []byte, i, depth int, idx *Index, sparse bool) (end int, obj *Object, arr *Array, found bool, err error) {
 	if idx == nil || i >= len(data) {
-		end, err = scanValue(data, i, depth)
-		return end, nil, nil, err
+		end, err = sc.scan(data, i, depth)
+		return end, nil, nil, false, err
 	}
 	switch data[i] {
 	case '{':
-		obj, end, err = parseObjectAt(sc, data, i, depth, idx)
+		obj, end, found, err = parseObjectAt(sc, data, i, depth, idx, sparse)
 	case '[':
-		arr, end, err = parseArrayAt(sc, data, i, depth, idx)
+		arr, end, found, err = parseArrayAt(sc, data, i, depth, idx, sparse)
 	default:
-		end, err = scanValue(data, i, depth)
+		end, err = sc.scan(data, i, depth)
+		found = err == nil && idx.leaf() && idx.finds(data[i:end])
 	}
-	return end, obj, arr, err
+	return end, obj, arr, found, err
 }
 
 // parseObjectAt parses the object that starts at data[i] inside a
-// container at depth depth and returns it with the index just past it.
-func parseObjectAt(sc *scratch, data []byte, i, depth int, idx *Index) (*Object, int, error) {
+// container at depth depth and returns it with the index just past it and
+// whether idx found something in it; in a sparse region an object found
+// empty-handed is not kept (nil).
+func parseObjectAt(sc *scratch, data []byte, i, depth int, idx *Index, sparse bool) (*Object, int, bool, error) {
 	if depth >= MaxDepth {
-		return nil, i, errDepth(i)
+		return nil, i, false, errDepth(i)
+	}
+	if err := sc.c.node(i); err != nil {
+		return nil, i, false, err
 	}
 	start, base := i, len(sc.members)
-	o := &Object{}
+	found := idx != nil && idx.leaf() && idx.Strings == nil
 	if i = skipSpace(data, i+1); i < len(data) && data[i] == '}' {
-		o.raw = data[start : i+1]
-		return o, i + 1, nil
+		if sparse && !found {
+			return nil, i + 1, false, nil
+		}
+		return sc.object(depth, data[start:i+1], base), i + 1, found, nil
 	}
 	for {
-		if i >= len(data) || data[i] != '"' {
-			return nil, i, errAt(data, i, "looking for beginning of object key string")
-		}
-		keyStart := i
-		end, escaped, err := scanString(data, i)
+		m, valueStart, end, err := parseKey(data, i)
 		if err != nil {
-			return nil, end, err
+			return nil, end, false, err
 		}
-		key := data[keyStart:end]
-		if i = skipSpace(data, end); i >= len(data) || data[i] != ':' {
-			return nil, i, errAt(data, i, "after object key")
-		}
-		m := member{key: key, name: keyName(key, escaped)}
-		valueStart := skipSpace(data, i+1)
 		var child *Index
 		if idx != nil {
 			child = idx.Members[string(m.name)]
 		}
+		childFound := false
 		if valueStart < len(data) && data[valueStart] == '"' {
-			i, m.escaped, err = scanString(data, valueStart)
+			if err = sc.c.node(valueStart); err == nil {
+				i, m.escaped, err = scanString(data, valueStart)
+			}
+			childFound = err == nil && child != nil && child.leaf() && child.finds(data[valueStart:i])
 		} else {
-			i, m.obj, m.arr, err = parseIndexedValue(sc, data, valueStart, depth+1, child)
+			i, m.obj, m.arr, childFound, err = parseIndexedValue(sc, data, valueStart, depth+1, child, sparse)
+		}
+		if err == nil && sc.c.lim != nil {
+			err = sc.c.indexed(sc.pending()+1, valueStart)
 		}
 		if err != nil {
-			return nil, i, err
+			return nil, i, false, err
 		}
+		found = found || childFound
 		m.value = data[valueStart:i]
 		sc.members = append(sc.members, m)
 
 		if i = skipSpace(data, i); i >= len(data) {
-			return nil, i, errAt(data, i, "")
+			return nil, i, false, errAt(data, i, "")
 		}
 		switch data[i] {
 		case ',':
 			i = skipSpace(data, i+1)
 		case '}':
-			o.raw = data[start : i+1]
-			o.members = pop(&sc.members, base)
-			return o, i + 1, nil
+			if sparse && !found {
+				drop(&sc.members, base)
+				return nil, i + 1, false, nil
+			}
+			o := sc.object(depth, data[start:i+1], base)
+			sc.c.kept += len(o.members)
+			return o, i + 1, found, nil
 		default:
-			return nil, i, errAt(data, i, "after object key:value pair")
+			return nil, i, false, errAt(data, i, "after object key:value pair")
 		}
 	}
 }
 
+// object makes the object parsed at depth from raw, its members those of
+// the scratch from base on: in a new Object, or at the top level in
+// sc.into, whose memory it reuses.
+func (sc *scratch) object(depth int, raw []byte, base int) *Object {
+	if depth > 0 || sc.into == nil {
+		return &Object{raw: raw, members: pop(&sc.members, base)}
+	}
+	o := sc.into
+	clear(o.members)
+	*o = Object{raw: raw, members: append(o.members[:0], sc.members[base:]...)}
+	drop(&sc.members, base)
+	return o
+}
+
+// ParseObjectInto is [ParseObject] into o, reusing the memory o holds:
+// what o was is gone, and any [Object] or value read from it before must
+// not be used after. A loop that parses many small objects one at a time
+// allocates nothing for each. On error o is left empty.
+func ParseObjectInto(o *Object, data []byte) error {
+	i := skipSpace(data, 0)
+	*o = Object{members: o.members[:0]}
+	if i >= len(data) || data[i] != '{' {
+		if err := Valid(data); err != nil {
+			return err
+		}
+		return ErrNotObject
+	}
+	sc := scratches.Get().(*scratch)
+	defer sc.put()
+	sc.into = o
+	_, end, _, err := parseObjectAt(sc, data, i, 0, nil, false)
+	if err == nil {
+		err = expectEnd(data, end)
+	}
+	if err != nil {
+		*o = Object{members: o.members[:0]}
+		return located(data, err)
+	}
+	return nil
+}
+
+// parseKey reads the key at data[i], and the colon after it, into a
+// member; valueStart is where its value starts, end where an error is.
+func parseKey(data []byte, i int) (m member, valueStart, end int, err error) {
+	if i >= len(data) || data[i] != '"' {
+		return m, 0, i, errAt(data, i, "looking for beginning of object key string")
+	}
+	keyStart := i
+	end, escaped, err := scanString(data, i)
+	if err != nil {
+		return m, 0, end, err
+	}
+	key := data[keyStart:end]
+	if i = skipSpace(data, end); i >= len(data) || data[i] != ':' {
+		return m, 0, i, errAt(data, i, "after object key")
+	}
+	return member{key: key, name: keyName(key, escaped)}, skipSpace(data, i+1), i, nil
+}
+
 // parseArrayAt parses the array that starts at data[i] inside a container
-// at depth depth, as idx says, and returns it with the index just past it.
-func parseArrayAt(sc *scratch, data []byte, i, depth int, idx *Index) (*Array, int, error) {
+// at depth depth, as idx says, and returns it as parseObjectAt does.
+func parseArrayAt(sc *scratch, data []byte, i, depth int, idx *Index, sparse bool) (*Array, int, bool, error) {
 	if depth >= MaxDepth {
-		return nil, i, errDepth(i)
+		return nil, i, false, errDepth(i)
+	}
+	if err := sc.c.node(i); err != nil {
+		return nil, i, false, err
 	}
 	if idx.Uint32s {
-		return parseUint32sAt(data, i, depth)
+		a, end, err := parseUint32sAt(sc, data, i, depth)
+		return a, end, err == nil, err
 	}
 	start, base := i, len(sc.elems)
-	a := &Array{}
+	found := idx.leaf() && idx.Strings == nil
 	if i = skipSpace(data, i+1); i < len(data) && data[i] == ']' {
-		a.raw = data[start : i+1]
-		return a, i + 1, nil
-	}
-	for {
-		e := element{}
-		valueStart := i
-		var err error
-		if i, e.obj, e.arr, err = parseIndexedValue(sc, data, i, depth+1, idx.Elements); err != nil {
-			return nil, i, err
+		if sparse && !found {
+			return nil, i + 1, false, nil
 		}
-		e.value = data[valueStart:i]
-		sc.elems = append(sc.elems, e)
+		return &Array{raw: data[start : i+1], sparse: idx.Sparse}, i + 1, found, nil
+	}
+	for n := 0; ; n++ {
+		e := element{pos: n}
+		valueStart := i
+		err := sc.c.element(idx.Count, i)
+		var ef bool
+		if err == nil {
+			i, e.obj, e.arr, ef, err = parseIndexedValue(sc, data, i, depth+1, idx.Elements, sparse || idx.Sparse)
+		}
+		keep := !idx.Sparse || ef
+		if err == nil && keep && sc.c.lim != nil {
+			err = sc.c.indexed(sc.pending()+1, valueStart)
+		}
+		if err != nil {
+			return nil, i, false, err
+		}
+		found = found || ef
+		if keep {
+			e.value = data[valueStart:i]
+			sc.elems = append(sc.elems, e)
+		}
 		if i = skipSpace(data, i); i >= len(data) {
-			return nil, i, errAt(data, i, "")
+			return nil, i, false, errAt(data, i, "")
 		}
 		switch data[i] {
 		case ',':
 			i = skipSpace(data, i+1)
 		case ']':
-			a.raw = data[start : i+1]
-			a.elems = pop(&sc.elems, base)
-			return a, i + 1, nil
+			if sparse && !found {
+				drop(&sc.elems, base)
+				return nil, i + 1, false, nil
+			}
+			a := &Array{raw: data[start : i+1], elems: pop(&sc.elems, base), sparse: idx.Sparse, n: n + 1}
+			sc.c.kept += len(a.elems)
+			return a, i + 1, found, nil
 		default:
-			return nil, i, errAt(data, i, "after array element")
+			return nil, i, false, errAt(data, i, "after array element")
 		}
 	}
 }
 
 // parseUint32sAt validates the array at data[i] and reads it as token IDs
 // (Index.Uint32s) without keeping its elements.
-func parseUint32sAt(data []byte, i, depth int) (*Array, int, error) {
+func parseUint32sAt(sc *scratch, data []byte, i, depth int) (*Array, int, error) {
 	start := i
 	st := &Uint32Stats{Bad: -1, Canonical: true}
 	i++
@@ -277,6 +437,9 @@ func parseUint32sAt(data []byte, i, depth int) (*Array, int, error) {
 		st.First = data[i]
 	}
 	for index := 0; ; index++ {
+		if err := sc.c.node(i); err != nil {
+			return nil, i, err
+		}
 		// Fast path: up to ten plain digits, no leading zero, then a
 		// delimiter; only ten digits can exceed 2^32-1.
 		n := digitRun(data, i, 11)
@@ -320,10 +483,13 @@ func parseUint32sAt(data []byte, i, depth int) (*Array, int, error) {
 }
 
 // Len returns the number of elements (Uint32Stats.Len for an array indexed
-// with Uint32s).
+// with Uint32s; every element, kept or not, of a sparse one).
 func (a *Array) Len() int {
-	if a.uint32s != nil {
+	switch {
+	case a.uint32s != nil:
 		return a.uint32s.Len
+	case a.sparse:
+		return a.n
 	}
 	return len(a.elems)
 }
@@ -337,29 +503,89 @@ func (a *Array) Uint32Stats() (Uint32Stats, bool) {
 	return *a.uint32s, true
 }
 
+// at is element i as kept, or nil for one a sparse array did not keep; it
+// panics when i is out of range.
+func (a *Array) at(i int) *element {
+	if !a.sparse {
+		return &a.elems[i]
+	}
+	if i < 0 || i >= a.n {
+		panic(fmt.Sprintf("jsonbody: index %d out of range [0:%d]", i, a.n))
+	}
+	k, ok := slices.BinarySearchFunc(a.elems, i, func(e element, i int) int { return cmp.Compare(e.pos, i) })
+	if !ok {
+		return nil
+	}
+	return &a.elems[k]
+}
+
 // Elem returns the raw text of element i as parsed (or as given to
 // [Array.Set]); it panics when i is out of range, or for an array indexed
-// with Uint32s, which keeps none.
-func (a *Array) Elem(i int) []byte { return a.elems[i].value }
+// with Uint32s, which keeps none. For an element a sparse array did not
+// keep it scans the array's text up to it.
+func (a *Array) Elem(i int) []byte {
+	if e := a.at(i); e != nil {
+		return e.value
+	}
+	var text []byte
+	_ = EachElement(a.raw, func(j int, elem []byte) error {
+		if j < i {
+			return nil
+		}
+		text = elem
+		return errStop
+	})
+	return text
+}
+
+// errStop ends a walk early.
+var errStop = errors.New("stop")
 
 // Object returns element i as an indexed Object, or nil (see
 // [Object.Object]).
-func (a *Array) Object(i int) *Object { return a.elems[i].obj }
+func (a *Array) Object(i int) *Object {
+	if e := a.at(i); e != nil {
+		return e.obj
+	}
+	return nil
+}
 
 // Array returns element i as an indexed Array, or nil.
-func (a *Array) Array(i int) *Array { return a.elems[i].arr }
+func (a *Array) Array(i int) *Array {
+	if e := a.at(i); e != nil {
+		return e.arr
+	}
+	return nil
+}
+
+// Indexed yields in order the index of each element held as an Object or
+// an Array: of a sparse array, those it kept.
+func (a *Array) Indexed() iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for k := range a.elems {
+			if e := &a.elems[k]; (e.obj != nil || e.arr != nil) && !yield(e.pos) {
+				return
+			}
+		}
+	}
+}
 
 // Set makes raw element i (see [Object.Set] for what raw must be).
 func (a *Array) Set(i int, raw []byte) {
-	a.elems[i] = element{value: raw}
+	if e := a.at(i); e != nil {
+		*e = element{value: raw, pos: i}
+	} else {
+		k, _ := slices.BinarySearchFunc(a.elems, i, func(e element, i int) int { return cmp.Compare(e.pos, i) })
+		a.elems = slices.Insert(a.elems, k, element{value: raw, pos: i})
+	}
 	a.edited = true
 }
 
 // EditObject returns indexed Object element i for editing (see
 // [Object.EditObject]); nil when it is not one.
 func (a *Array) EditObject(i int) *Object {
-	e := &a.elems[i]
-	if e.obj == nil {
+	e := a.at(i)
+	if e == nil || e.obj == nil {
 		return nil
 	}
 	e.obj = e.obj.Clone()
@@ -370,11 +596,35 @@ func (a *Array) EditObject(i int) *Object {
 // Clone returns a copy of a to edit without changing a (see
 // [Object.Clone]).
 func (a *Array) Clone() *Array {
-	return &Array{elems: slices.Clone(a.elems), raw: a.raw, edited: a.edited, uint32s: a.uint32s}
+	c := *a
+	c.elems = slices.Clone(a.elems)
+	return &c
 }
 
 // Edited reports whether the array changed since it was parsed.
 func (a *Array) Edited() bool { return a.edited }
+
+// each calls fn with each element in order: its text and, when kept, the
+// element (nil for one a sparse array did not keep, whose text is the
+// array's as parsed).
+func (a *Array) each(fn func(i int, text []byte, e *element)) {
+	if !a.sparse {
+		for i := range a.elems {
+			fn(i, a.elems[i].value, &a.elems[i])
+		}
+		return
+	}
+	k := 0
+	_ = EachElement(a.raw, func(i int, text []byte) error {
+		if k < len(a.elems) && a.elems[k].pos == i {
+			fn(i, a.elems[k].value, &a.elems[k])
+			k++
+		} else {
+			fn(i, text, nil)
+		}
+		return nil
+	})
+}
 
 // AppendTo appends the array's JSON text: its raw text when not edited,
 // else its elements (edited ones as they now stand) separated by commas.
@@ -383,12 +633,13 @@ func (a *Array) AppendTo(dst []byte) []byte {
 		return append(dst, a.raw...)
 	}
 	dst = append(dst, '[')
-	for i := range a.elems {
-		e := &a.elems[i]
+	a.each(func(i int, text []byte, e *element) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
 		switch {
+		case e == nil:
+			dst = append(dst, text...)
 		case e.obj != nil && e.obj.rewritten():
 			dst = e.obj.AppendTo(dst)
 		case e.arr != nil && e.arr.edited:
@@ -396,7 +647,7 @@ func (a *Array) AppendTo(dst []byte) []byte {
 		default:
 			dst = append(dst, e.value...)
 		}
-	}
+	})
 	return append(dst, ']')
 }
 

@@ -234,8 +234,13 @@ func FuzzIndexedEdits(f *testing.F) {
 	addSeeds(f)
 	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"u","detail":"low"}}]}],"stream":true}`))
 	f.Add([]byte(`{"messages":[{"content":[{"image_url":{"url":1}},{"image_url":{}}]},{"content":"x"},[]],"messages":[{"content":[{"image_url":{"a":"b"}}]}]}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		o, err := jsonbody.ParseIndexed(data, chatIndex)
+	f.Fuzz(func(t *testing.T, data []byte) { checkIndexedEdits(t, data, chatIndex) })
+}
+
+// checkIndexedEdits is FuzzIndexedEdits on data indexed with idx.
+func checkIndexedEdits(t *testing.T, data []byte, idx *jsonbody.Index) {
+	{
+		o, err := jsonbody.ParseIndexed(data, idx)
 		if err != nil {
 			return
 		}
@@ -258,7 +263,7 @@ func FuzzIndexedEdits(f *testing.F) {
 		var orig jsonbody.Segments
 		o.AppendSegments(&orig)
 		assert.Equal(t, string(bytes.TrimSpace(data)), string(orig.Bytes()), "the clone's edits leave the original as parsed")
-	})
+	}
 }
 
 // editMessages gives every content part object that has an image_url

@@ -54,7 +54,7 @@ func scanValue(data []byte, i, depth int) (int, error) {
 		end, _, err := scanString(data, i)
 		return end, err
 	case '{', '[':
-		return scanContainer(data, i, depth)
+		return scanContainer(data, i, depth, nil)
 	case 't':
 		return scanLiteral(data, i, "true")
 	case 'f':
@@ -71,8 +71,8 @@ func scanValue(data []byte, i, depth int) (int, error) {
 
 // scanContainer scans the object or array starting at data[i] iteratively: an
 // explicit bit stack (1 = object) replaces recursion, so hostile nesting cannot
-// exhaust the goroutine stack.
-func scanContainer(data []byte, i, depth int) (int, error) {
+// exhaust the goroutine stack. c, when not nil, counts every value.
+func scanContainer(data []byte, i, depth int, c *counter) (int, error) {
 	var stack [MaxDepth / 64]uint64
 	n := 0 // containers currently open in this call
 	var err error
@@ -80,6 +80,11 @@ func scanContainer(data []byte, i, depth int) (int, error) {
 		// A value starts at data[i].
 		if i >= len(data) {
 			return i, errAt(data, i, "")
+		}
+		if c != nil {
+			if err = c.node(i); err != nil {
+				return i, err
+			}
 		}
 		switch c := data[i]; c {
 		case '{', '[':

@@ -117,13 +117,16 @@ func (a *Array) AppendSegments(s *Segments) {
 		return
 	}
 	s.writeByte('[')
-	for i := range a.elems {
-		e := &a.elems[i]
+	a.each(func(i int, text []byte, e *element) {
 		if i > 0 {
 			s.writeByte(',')
 		}
+		if e == nil {
+			s.Ref(text)
+			return
+		}
 		s.appendValue(e.value, e.obj, e.arr)
-	}
+	})
 	s.writeByte(']')
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
+	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -132,6 +133,21 @@ type Server struct {
 	// bodies get 413. Key server.max_request_body_size, default 64 (0 means
 	// the default), env COORDINATOR_SERVER_MAX_REQUEST_BODY_SIZE.
 	MaxRequestBodySize int `param:"max_request_body_size"`
+	// MaxMessages bounds a chat or Messages body's messages and a
+	// Responses body's input items, counted as the body is parsed (400
+	// past it; coordinator extension). Key server.max_messages, default
+	// 65536 (0 means the default), env COORDINATOR_SERVER_MAX_MESSAGES.
+	MaxMessages int `param:"max_messages"`
+	// MaxContentBlocks bounds the content parts of a body's messages
+	// together, as MaxMessages. Key server.max_content_blocks, default
+	// 131072 (0 means the default), env
+	// COORDINATOR_SERVER_MAX_CONTENT_BLOCKS.
+	MaxContentBlocks int `param:"max_content_blocks"`
+	// MaxJSONNodes bounds the JSON values of a body of any endpoint at
+	// any depth, token IDs included, as MaxMessages. Key
+	// server.max_json_nodes, default 4194304 (0 means the default), env
+	// COORDINATOR_SERVER_MAX_JSON_NODES.
+	MaxJSONNodes int `param:"max_json_nodes"`
 	// TrustClientTransferParams passes a client's own kv_transfer_params
 	// and ec_transfer_params (top level, under vllm_xargs and under
 	// sampling_params.extra_args) on to the legs, as the reference does
@@ -267,6 +283,13 @@ func (s Server) MaxRequestBodyBytes() int64 {
 	return int64(s.MaxRequestBodySize) * mib
 }
 
+// DocumentLimits are the bounds on a request body's structure
+// (server.max_messages, max_content_blocks, max_json_nodes; 0 takes the
+// default).
+func (s Server) DocumentLimits() steps.DocumentLimits {
+	return steps.DocumentLimits{Messages: s.MaxMessages, ContentBlocks: s.MaxContentBlocks, JSONNodes: s.MaxJSONNodes}
+}
+
 // Validate reports the first invalid value, naming its key.
 func (c Config) Validate() error {
 	if c.LogLevel < 1 || c.LogLevel > 5 {
@@ -314,6 +337,12 @@ func (s Server) validate() error {
 		return fmt.Errorf("server.max_request_body_size must be positive, got %d", n)
 	case n > maxMaxRequestBodySize:
 		return fmt.Errorf("server.max_request_body_size must be at most %d, got %d", maxMaxRequestBodySize, n)
+	case s.MaxMessages < 0:
+		return fmt.Errorf("server.max_messages: must not be negative, got %d", s.MaxMessages)
+	case s.MaxContentBlocks < 0:
+		return fmt.Errorf("server.max_content_blocks: must not be negative, got %d", s.MaxContentBlocks)
+	case s.MaxJSONNodes < 0:
+		return fmt.Errorf("server.max_json_nodes: must not be negative, got %d", s.MaxJSONNodes)
 	case s.MaxHeaderBytes < 1024:
 		return fmt.Errorf("server.max_header_bytes: must be at least 1024, got %d", s.MaxHeaderBytes)
 	case s.MaxConcurrentRequests < 0:

@@ -40,10 +40,12 @@ type Handler struct {
 	// trustTransfer relays a client's transfer params on passthrough paths
 	// (server.trust_client_transfer_params).
 	trustTransfer bool
-	ready         *admission.Readiness
-	metrics       *metrics.Metrics
-	queued        steps.RequestStore // nil without a step keeping queued requests (requests.go)
-	holder        steps.Holder       // nil: no request is held open (requests.go)
+	// limits bound a body's structure as it is parsed (zero: the defaults).
+	limits  steps.DocumentLimits
+	ready   *admission.Readiness
+	metrics *metrics.Metrics
+	queued  steps.RequestStore // nil without a step keeping queued requests (requests.go)
+	holder  steps.Holder       // nil: no request is held open (requests.go)
 	// streamWriteTimeout bounds each write of a stream (transcode.go); 0: none.
 	streamWriteTimeout time.Duration
 	pass               *passthrough // nil without a gateway to relay to (passthrough.go)
@@ -156,7 +158,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 	}
 	// The one parse of the body: the service takes the document from the
 	// call's context (inproc.WithParsedBody).
-	doc, err := steps.ParseDocument(data, b.format)
+	doc, err := steps.ParseDocumentLimits(data, b.format, h.limits)
 	if err != nil {
 		writeAPIError(w, b.dialect, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
 		return

@@ -36,6 +36,7 @@ func newHandler(in *service.InProcess, cfg config.Config, ready *admission.Readi
 	h.holder = p
 	h.streamWriteTimeout = cfg.Server.StreamWriteTimeout
 	h.trustTransfer = cfg.Server.TrustClientTransferParams
+	h.limits = cfg.Server.DocumentLimits()
 	h.ServePassthrough(gateway, adm, log)
 	return h, nil
 }

@@ -33,27 +33,29 @@ func Check(root *jsonbody.Object, f legs.Format) error {
 }
 
 // eachObject calls fn for each element of the array raw (named name in
-// errors), which must be an array of at most MaxItems objects.
+// errors), which must be an array of at most MaxItems objects. The object
+// fn gets is parsed into the same memory each time: fn must not keep it.
 func eachObject(raw []byte, name string, fn func(i int, obj *jsonbody.Object) error) error {
 	if len(raw) == 0 || raw[0] != '[' {
 		return legs.Invalidf("%s must be an array", name)
 	}
+	var obj jsonbody.Object
 	return jsonbody.EachElement(raw, func(i int, elem []byte) error {
 		if i >= MaxItems {
 			return legs.Invalidf("%s has more than %d items", name, MaxItems)
 		}
-		obj, err := jsonbody.ParseObject(elem)
-		if err != nil {
+		if err := jsonbody.ParseObjectInto(&obj, elem); err != nil {
 			return legs.Invalidf("%s[%d] must be an object", name, i)
 		}
-		return fn(i, obj)
+		return fn(i, &obj)
 	})
 }
 
 // eachBlock checks msg (named name) as a message: a string "role" and a
 // "content" that is a string, or an array of at most MaxItems objects,
-// each of which fn checks.
-func eachBlock(msg *jsonbody.Object, name string, fn func(name string, block *jsonbody.Object) error) error {
+// each of which fn checks unless plain passes it (plain takes no name:
+// the common blocks cost no string for their name).
+func eachBlock(msg *jsonbody.Object, name string, plain func(block *jsonbody.Object) bool, fn func(name string, block *jsonbody.Object) error) error {
 	if _, err := requireString(msg, "role", name); err != nil {
 		return err
 	}
@@ -64,9 +66,19 @@ func eachBlock(msg *jsonbody.Object, name string, fn func(name string, block *js
 	if content[0] == '"' {
 		return nil
 	}
-	return eachObject(content, name+".content", func(j int, block *jsonbody.Object) error {
-		return fn(at(name+".content", j), block)
+	name += ".content"
+	return eachObject(content, name, func(j int, block *jsonbody.Object) error {
+		if plain(block) {
+			return nil
+		}
+		return fn(at(name, j), block)
 	})
+}
+
+// plainType reports a block whose "type" is a string of types, not image.
+func plainType(block *jsonbody.Object, image string, types []string) bool {
+	typ, ok := block.String("type")
+	return ok && typ != image && oneOf(typ, types...)
 }
 
 // stringMember is obj[key] as a string; present is false when it is

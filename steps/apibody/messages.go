@@ -31,7 +31,7 @@ func checkMessages(root *jsonbody.Object) error {
 		return legs.Invalidf("messages is required")
 	}
 	return eachObject(raw, "messages", func(i int, msg *jsonbody.Object) error {
-		return eachBlock(msg, at("messages", i), checkBlock)
+		return eachBlock(msg, at("messages", i), plainBlock, checkBlock)
 	})
 }
 
@@ -40,6 +40,9 @@ func checkMessages(root *jsonbody.Object) error {
 var messagesBlockTypes = []string{
 	"text", "image", "tool_use", "tool_result", "tool_reference", "thinking", "redacted_thinking",
 }
+
+// plainBlock passes a block of a known type other than image.
+func plainBlock(block *jsonbody.Object) bool { return plainType(block, "image", messagesBlockTypes) }
 
 func checkBlock(name string, block *jsonbody.Object) error {
 	typ, err := requireString(block, "type", name)

@@ -50,11 +50,14 @@ var responsesPartTypes = []string{
 	"summary_text", "reasoning_text",
 }
 
+// plainPart passes a part of a known type other than input_image.
+func plainPart(part *jsonbody.Object) bool { return plainType(part, "input_image", responsesPartTypes) }
+
 func checkResponsesItem(i int, item *jsonbody.Object) error {
 	if _, isMessage := item.Get("role"); !isMessage {
 		return nil // function calls, their outputs, reasoning, ...: the worker's to read
 	}
-	return eachBlock(item, at("input", i), func(pname string, part *jsonbody.Object) error {
+	return eachBlock(item, at("input", i), plainPart, func(pname string, part *jsonbody.Object) error {
 		typ, err := requireString(part, "type", pname)
 		if err != nil {
 			return err
