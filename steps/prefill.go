@@ -225,8 +225,8 @@ func fallbackReason(ctx context.Context, err error) string {
 //     IDs, else the client's prompt as sent), the transfer params, one
 //     token unstreamed, and features with tensors when there are images.
 //   - generate: a fresh body with request_id, model, cache_salt if any,
-//     token_ids, features
-//     with tensors when there are images, and the transfer params under
+//     token_ids (see generatePrefillPrompt), features with tensors when
+//     there are images, and the transfer params under
 //     sampling_params.extra_args (no client sampling params).
 func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessage) ([][]byte, error) {
 	doc, err := rc.Document()
@@ -274,11 +274,15 @@ func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessag
 		b.WriteString("}")
 		return b.Parts(), nil
 	default: // generate
+		tokens, images, err := generatePrefillPrompt(rc, doc)
+		if err != nil {
+			return nil, err
+		}
 		var b jsonbody.Segments
 		prefillHead(&b, rc, doc)
 		b.WriteString(`,"token_ids":`)
-		b.Ref(rc.Tokens.JSON())
-		appendPrefillFeatures(&b, rc.Multimodal)
+		b.Ref(tokens)
+		appendPrefillFeatures(&b, images)
 		b.WriteString(`,"sampling_params":{"max_tokens":1`)
 		pd.AppendSamplingAsk(&b, ask, rc.Stream)
 		b.WriteString(`,"extra_args":{"kv_transfer_params":`)
@@ -291,6 +295,32 @@ func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessag
 		return b.Parts(), nil
 	}
 }
+
+// generatePrefillPrompt is the token IDs (as JSON) and images of a
+// generate-format prefill leg: what render left, else, for a tokens-in
+// request that no render step read, the body's own token_ids and features,
+// checked as render checks them (so the leg never asks a worker to prefill
+// "token_ids": [] while decode gets the prompt). A chat request shaped for
+// the generate format without a render step has no token IDs at all: an
+// error, rather than a prefill of nothing.
+func generatePrefillPrompt(rc *RequestContext, doc *Document) ([]byte, []MultimodalEntry, error) {
+	if rc.Tokens.Len() > 0 {
+		return rc.Tokens.JSON(), rc.Multimodal, nil
+	}
+	if rc.Format != FormatGenerate {
+		return nil, nil, errNoPrefillTokens
+	}
+	tokens, images, err := generatePrompt(doc.Root())
+	if err != nil {
+		return nil, nil, fmt.Errorf("prefill: %w", err)
+	}
+	return tokens.JSON(), images, nil
+}
+
+// errNoPrefillTokens is a request in another API whose prefill leg is
+// shaped for the tokens-in generate format (use_openai_format false) with
+// no render step before it to give the token IDs: a configuration fault.
+var errNoPrefillTokens = errors.New("prefill: no token ids for a tokens-in prefill leg (use_openai_format false needs a render step before prefill)")
 
 // prefillHead starts a fresh prefill body, `{"request_id":...,"model":...`,
 // and the client's cache_salt, so a salted request's prefix never lands in
