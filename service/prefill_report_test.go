@@ -30,6 +30,11 @@ func TestReportPrefill(t *testing.T) {
 		{name: "fallback", rc: steps.RequestContext{RequestID: "r1", Timings: ran,
 			PrefillFallback: &steps.PrefillFallback{Reason: steps.FallbackStatus5xx, Err: errors.New("prefill: upstream answered HTTP 500")}},
 			fallbacks: 1, log: `level=WARN msg="prefill failed, decode serves the request alone" request_id=r1 reason=status_5xx error="prefill: upstream answered HTTP 500"`},
+		{name: "fallback after an answer without the KV params (D26)", rc: steps.RequestContext{RequestID: "r6", Timings: ran,
+			PrefillFallback: &steps.PrefillFallback{Reason: steps.FallbackMissingKVParams,
+				Err: &steps.IncompleteKVError{Leg: "prefill", StatusCode: 200, Connector: "kv-nixl", Missing: []string{"remote_host"}}}},
+			fallbacks: 1, log: `level=WARN msg="prefill failed, decode serves the request alone" request_id=r6 reason=missing_kv_params ` +
+				`error="prefill: answer lacks kv_transfer_params remote_host (kv-nixl)"`},
 		{name: "client left between prefill and decode", rc: steps.RequestContext{RequestID: "r2", PrefillDone: true, Timings: notReached},
 			err: cancelled, log: `level=INFO msg="request ended between prefill and decode; the prefill worker's timeout frees its KV blocks" request_id=r2`},
 		{name: "served", rc: steps.RequestContext{RequestID: "r3", PrefillDone: true, Timings: ran}},
@@ -50,7 +55,9 @@ func TestReportPrefill(t *testing.T) {
 			var got float64
 			for _, f := range families {
 				if f.GetName() == "coordinator_prefill_fallbacks_total" {
-					got = f.GetMetric()[0].GetCounter().GetValue()
+					for _, series := range f.GetMetric() {
+						got += series.GetCounter().GetValue()
+					}
 				}
 			}
 			assert.InDelta(t, tt.fallbacks, got, 0)

@@ -94,6 +94,9 @@
 //	                     body), then abort the connection
 //	hang-mid-stream      send the headers and the first token (or half the JSON
 //	                     body), then nothing until the client goes away
+//	no-kv-params         (prefill) answer 200 without kv_transfer_params, as the
+//	                     llm-d inference simulator answers a Messages prefill;
+//	                     no effect on other targets
 //
 // Any fault may end in "/<n>": it then hits only the first n legs of the
 // request (counted per x-request-id and target, so a retried leg gets the

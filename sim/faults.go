@@ -38,6 +38,7 @@ const (
 	faultReset
 	faultHangMid
 	faultClose
+	faultNoKV
 )
 
 // fault is one injected failure.
@@ -98,7 +99,7 @@ func validFaultTarget(t string) bool {
 // legs with a "/<n>" suffix; status-once:<code> is status:<code>/1.
 func parseFault(spec string) (fault, *apiError) {
 	bad := badRequest("sim: invalid %s fault %q: want status:<400-599>, status-once:<400-599>, hang, hang-mid-stream, "+
-		"reset-mid-stream or close, optionally followed by /<n>", FaultHeader, spec)
+		"reset-mid-stream, close or no-kv-params, optionally followed by /<n>", FaultHeader, spec)
 	kind, times := spec, 0
 	if k, n, ok := strings.Cut(spec, "/"); ok {
 		v, err := strconv.Atoi(n)
@@ -128,6 +129,8 @@ func parseFaultKind(spec string) (fault, bool) {
 		return fault{kind: faultReset}, true
 	case "close":
 		return fault{kind: faultClose}, true
+	case "no-kv-params":
+		return fault{kind: faultNoKV}, true
 	}
 	f := fault{kind: faultStatus}
 	code, ok := strings.CutPrefix(spec, "status:")
@@ -192,6 +195,10 @@ func (f fault) cutAnswer(ctx context.Context) bool {
 	}
 	return false
 }
+
+// dropsKV reports whether f has a prefill worker answer without
+// kv_transfer_params.
+func (f fault) dropsKV() bool { return f.kind == faultNoKV }
 
 // cutsAnswer reports whether f cuts the answer after its first part.
 func (f fault) cutsAnswer() bool {

@@ -3,6 +3,7 @@ package sim
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -32,6 +33,8 @@ func TestParseFaults(t *testing.T) {
 			want: faultSet{"decode": {kind: faultHangMid}, "prefill": {kind: faultClose}, "encode": {kind: faultStatus, status: 503, times: 1}}},
 		{name: "limited to the first legs", values: []string{"decode=status:502/2, render=close/1, encode=HANG-MID-STREAM/3"},
 			want: faultSet{"decode": {kind: faultStatus, status: 502, times: 2}, "render": {kind: faultClose, times: 1}, "encode": {kind: faultHangMid, times: 3}}},
+		{name: "no kv params", values: []string{"prefill=no-kv-params, decode=no-kv-params/1"},
+			want: faultSet{"prefill": {kind: faultNoKV}, "decode": {kind: faultNoKV, times: 1}}},
 		{name: "limit of zero", values: []string{"decode=close/0"}, wantErr: `sim: invalid X-Sim-Fault fault "close/0"`},
 		{name: "limit not a number", values: []string{"decode=close/x"}, wantErr: `sim: invalid X-Sim-Fault fault "close/x"`},
 		{name: "once with a limit", values: []string{"decode=status-once:503/2"}, wantErr: `sim: invalid X-Sim-Fault fault "status-once:503/2"`},
@@ -377,4 +380,32 @@ func serveWatched(t *testing.T, s *Sim, render bool) (url string, started, done 
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL, started, done
+}
+
+// TestFaultNoKVParams: with no-kv-params a prefill worker answers 200
+// without kv_transfer_params (as the llm-d inference simulator answers a
+// Messages prefill), and a decode leg without them is then no strict-mode
+// violation; the fault does nothing to other legs.
+func TestFaultNoKVParams(t *testing.T) {
+	t.Parallel()
+	e := strictEnv(t)
+	send := func(profile, requestID, body string) (int, map[string]json.RawMessage) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.gateway.URL+pathChat, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header = legHeader(profile, requestID)
+		req.Header.Set(FaultHeader, "prefill=no-kv-params, decode=no-kv-params")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var answer map[string]json.RawMessage
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&answer))
+		return resp.StatusCode, answer
+	}
+	code, answer := send("prefill", "nokv-1", prefillChatBody)
+	require.Equal(t, http.StatusOK, code, "%s", answer["error"])
+	assert.NotContains(t, answer, "kv_transfer_params")
+	assert.Contains(t, answer, "choices")
+
+	code, answer = send("decode", "nokv-1", `{"model":"sim-model","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`)
+	assert.Equal(t, http.StatusOK, code, "%s", answer["error"])
 }

@@ -128,7 +128,7 @@ func (s *Sim) serveLeg(w http.ResponseWriter, r *http.Request, call legCall) {
 	s.served.put(key, struct{}{})
 	g := s.newGeneration(call, req, model)
 	g.cached = cached
-	if call.role == rolePrefill {
+	if call.role == rolePrefill && !call.fault.dropsKV() {
 		g.kv = s.prefillAnswer(call, req)
 	}
 	g.write(r.Context(), w)

@@ -123,6 +123,20 @@ const prefillKV = `{"do_remote_prefill":true,"do_remote_decode":false,"remote_bl
 	`"remote_engine_id":"e1101616","remote_request_id":"generate-tokens-abc123","remote_host":"10.0.0.42",` +
 	`"remote_port":5600,"tp_size":1,"remote_num_tokens":318}`
 
+// sglangKV is the fake prefill worker's kv_transfer_params for a
+// kv-sglang leg: bootstrap fields with the worker's host.
+const sglangKV = `{"do_remote_prefill":true,"do_remote_decode":false,"bootstrap_host":"10.0.0.42",` +
+	`"bootstrap_port":8998,"bootstrap_room":"5b0c3f5e-2f1d-4c7e-9a51-0f3c2d1e4b6a"}`
+
+// prefillKVFor is the fake prefill worker's kv_transfer_params for a leg
+// body: sglangKV for a kv-sglang leg, else prefillKV.
+func prefillKVFor(body []byte) string {
+	if bytes.Contains(body, []byte(`"bootstrap_room"`)) {
+		return sglangKV
+	}
+	return prefillKV
+}
+
 const decodeAnswer = `{"choices":[{"message":{"role":"assistant","content":"Hello!"}}]}`
 
 // recorder is a fake gateway on 127.0.0.1 like steptest.Gateway, except
@@ -174,7 +188,7 @@ func workers(t *testing.T) *recorder {
 			_, _ = w.Write([]byte(encodeAnswer(legHash(bodyOf(r)))))
 		case upstream.ProfilePrefill:
 			_, _ = w.Write([]byte(`{"request_id":"generate-tokens-abc123","choices":[{"index":0,"finish_reason":"length","token_ids":[28715]}],` +
-				`"kv_transfer_params":` + prefillKV + `,"ec_transfer_params":null}`))
+				`"kv_transfer_params":` + prefillKVFor(bodyOf(r)) + `,"ec_transfer_params":null}`))
 		default:
 			_, _ = w.Write([]byte(decodeAnswer))
 		}

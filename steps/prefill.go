@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/coordinator-project/coordinator/connectors/ec"
 	"github.com/coordinator-project/coordinator/connectors/kv"
@@ -26,10 +27,15 @@ const PrefillType = "prefill"
 // kv_transfer_params the worker answers with in RequestContext.KVParams for
 // the decode leg. It runs for every request, text-only included.
 //
+// An answer whose kv_transfer_params lack what the KV connector's decode
+// worker needs (kv.Connector.MissingParams) has lost the KV: the step
+// fails with an *IncompleteKVError (decision D26) rather than let decode
+// run with the connector's bare flags.
+//
 // With fallback_to_decode, a prefill leg that fails upstream (a 5xx
-// answer, no answer, a timeout) is recorded in
-// RequestContext.PrefillFallback and the step returns nil without KV
-// params, so decode serves the request alone (aggregated).
+// answer, no answer, a timeout, an answer without the KV params) is
+// recorded in RequestContext.PrefillFallback and the step returns nil
+// without KV params, so decode serves the request alone (aggregated).
 type Prefill struct {
 	gateway          *upstream.Client
 	kv               kv.Connector
@@ -50,7 +56,8 @@ type prefillParams struct {
 	// ec_transfer_params.
 	ECConnector string `param:"ec_connector"`
 	// FallbackToDecode lets decode serve the request alone when the
-	// prefill leg fails upstream (5xx, transport error, timeout); a 4xx
+	// prefill leg fails upstream (5xx, transport error, timeout, an answer
+	// without the kv_transfer_params the connector needs); a 4xx
 	// answer and the client's cancellation still fail the request.
 	// Default false: the operator decides whether aggregated decode is
 	// acceptable.
@@ -126,9 +133,13 @@ func (p *Prefill) execute(ctx context.Context, rc *RequestContext) error {
 	if err != nil {
 		return err
 	}
+	status := resp.StatusCode
 	kvAnswer, answer, err := pd.ReadPrefillAnswer(resp, PrefillType, format)
 	if err != nil {
 		return err
+	}
+	if missing := p.kv.MissingParams(kvAnswer); len(missing) > 0 {
+		return &IncompleteKVError{Leg: PrefillType, StatusCode: status, Connector: p.kv.Name(), Missing: missing}
 	}
 	rc.KVParams, rc.PrefillAnswer = kvAnswer, answer
 	rc.PrefillDone = true
@@ -140,12 +151,33 @@ const (
 	FallbackStatus5xx = "status_5xx" // the leg was answered 5xx
 	FallbackTransport = "transport"  // no answer: refused, reset, cut short
 	FallbackTimeout   = "timeout"    // no answer in time (connect, headers, idle body)
+	// FallbackMissingKVParams: an answer without the kv_transfer_params
+	// fields the KV connector needs (D26).
+	FallbackMissingKVParams = "missing_kv_params"
 )
+
+// IncompleteKVError is a prefill answer whose kv_transfer_params lack the
+// fields the KV connector needs for the decode worker to take the KV
+// (decision D26): the leg succeeded, its KV is out of reach.
+type IncompleteKVError struct {
+	// Leg is the leg's name (prefill); StatusCode its answer's 2xx status.
+	Leg        string
+	StatusCode int
+	// Connector is the KV connector's name; Missing the fields it needs
+	// that the answer lacks (kv.Connector.MissingParams).
+	Connector string
+	Missing   []string
+}
+
+func (e *IncompleteKVError) Error() string {
+	return fmt.Sprintf("%s: answer lacks kv_transfer_params %s (%s)", e.Leg, strings.Join(e.Missing, ", "), e.Connector)
+}
 
 // PrefillFallback is a failed prefill leg that the prefill step left to
 // decode alone (fallback_to_decode).
 type PrefillFallback struct {
-	// Reason is FallbackStatus5xx, FallbackTransport or FallbackTimeout.
+	// Reason is FallbackStatus5xx, FallbackTransport, FallbackTimeout or
+	// FallbackMissingKVParams.
 	Reason string
 	// Err is the leg's error, for the log.
 	Err error
@@ -154,14 +186,18 @@ type PrefillFallback struct {
 // fallbackReason classifies a prefill failure that decode may absorb, or
 // returns "" for one that must reach the client: the client's cancellation
 // or deadline (ctx ended), a 4xx answer (the request's fault), a malformed
-// answer or a request the coordinator could not build.
+// answer or a request the coordinator could not build. An answer without
+// the KV params is absorbed (D26): the worker is at fault, not the request.
 func fallbackReason(ctx context.Context, err error) string {
 	if ctx.Err() != nil {
 		return ""
 	}
 	var se *upstream.StatusError
 	var te *upstream.TransportError
+	var ie *IncompleteKVError
 	switch {
+	case errors.As(err, &ie):
+		return FallbackMissingKVParams
 	case errors.As(err, &se):
 		if se.StatusCode >= 500 {
 			return FallbackStatus5xx
@@ -189,8 +225,8 @@ func fallbackReason(ctx context.Context, err error) string {
 //     IDs, else the client's prompt as sent), the transfer params, one
 //     token unstreamed, and features with tensors when there are images.
 //   - generate: a fresh body with request_id, model, cache_salt if any,
-//     token_ids, features
-//     with tensors when there are images, and the transfer params under
+//     token_ids (see generatePrefillPrompt), features with tensors when
+//     there are images, and the transfer params under
 //     sampling_params.extra_args (no client sampling params).
 func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessage) ([][]byte, error) {
 	doc, err := rc.Document()
@@ -238,11 +274,15 @@ func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessag
 		b.WriteString("}")
 		return b.Parts(), nil
 	default: // generate
+		tokens, images, err := generatePrefillPrompt(rc, doc)
+		if err != nil {
+			return nil, err
+		}
 		var b jsonbody.Segments
 		prefillHead(&b, rc, doc)
 		b.WriteString(`,"token_ids":`)
-		b.Ref(rc.Tokens.JSON())
-		appendPrefillFeatures(&b, rc.Multimodal)
+		b.Ref(tokens)
+		appendPrefillFeatures(&b, images)
 		b.WriteString(`,"sampling_params":{"max_tokens":1`)
 		pd.AppendSamplingAsk(&b, ask, rc.Stream)
 		b.WriteString(`,"extra_args":{"kv_transfer_params":`)
@@ -255,6 +295,32 @@ func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessag
 		return b.Parts(), nil
 	}
 }
+
+// generatePrefillPrompt is the token IDs (as JSON) and images of a
+// generate-format prefill leg: what render left, else, for a tokens-in
+// request that no render step read, the body's own token_ids and features,
+// checked as render checks them (so the leg never asks a worker to prefill
+// "token_ids": [] while decode gets the prompt). A chat request shaped for
+// the generate format without a render step has no token IDs at all: an
+// error, rather than a prefill of nothing.
+func generatePrefillPrompt(rc *RequestContext, doc *Document) ([]byte, []MultimodalEntry, error) {
+	if rc.Tokens.Len() > 0 {
+		return rc.Tokens.JSON(), rc.Multimodal, nil
+	}
+	if rc.Format != FormatGenerate {
+		return nil, nil, errNoPrefillTokens
+	}
+	tokens, images, err := generatePrompt(doc.Root())
+	if err != nil {
+		return nil, nil, fmt.Errorf("prefill: %w", err)
+	}
+	return tokens.JSON(), images, nil
+}
+
+// errNoPrefillTokens is a request in another API whose prefill leg is
+// shaped for the tokens-in generate format (use_openai_format false) with
+// no render step before it to give the token IDs: a configuration fault.
+var errNoPrefillTokens = errors.New("prefill: no token ids for a tokens-in prefill leg (use_openai_format false needs a render step before prefill)")
 
 // prefillHead starts a fresh prefill body, `{"request_id":...,"model":...`,
 // and the client's cache_salt, so a salted request's prefix never lands in

@@ -84,7 +84,7 @@ func TestFlowPartialECResponse(t *testing.T) {
 			}
 			_, _ = w.Write([]byte(`{"id":"x","ec_transfer_params":null}`))
 		case upstream.ProfilePrefill:
-			_, _ = w.Write([]byte(`{"kv_transfer_params":{}}`))
+			_, _ = w.Write([]byte(`{"kv_transfer_params":` + prefillKV + `}`))
 		default:
 			_, _ = w.Write([]byte(decodeAnswer))
 		}
@@ -102,7 +102,7 @@ func TestFlowPartialECResponse(t *testing.T) {
 	// Decode still shapes for the client's chat API (D1).
 	decode := legsOf(gw, upstream.ProfileDecode)[0]
 	assert.Equal(t, steps.PathChat, decode.Path)
-	assert.JSONEq(t, `{"do_remote_decode":false,"do_remote_prefill":true}`, string(rawMember(t, decode.Body, "kv_transfer_params")))
+	assert.Equal(t, "e1101616", at(decoded(t, decode.Body), "kv_transfer_params", "remote_engine_id"))
 }
 
 func TestFlowNoECParamsAtAll(t *testing.T) {
@@ -136,8 +136,9 @@ func TestFlowAllConnectorCombinations(t *testing.T) {
 				require.NoError(t, p.Run(context.Background(), rc))
 				assert.Equal(t, decodeAnswer, string(rc.Sink.(*steptest.Sink).Body))
 				assert.Len(t, rc.ECDescriptors, 2, "encoders' answers are kept whatever the connector")
-				assert.Equal(t, prefillKV, string(rc.KVParams))
-				prefill := decoded(t, legsOf(gw, upstream.ProfilePrefill)[0].Body)
+				prefillLeg := legsOf(gw, upstream.ProfilePrefill)[0]
+				assert.Equal(t, prefillKVFor(prefillLeg.Body), string(rc.KVParams))
+				prefill := decoded(t, prefillLeg.Body)
 				assert.Equal(t, ecName == "ec-nixl", hasKey(prefill, "sampling_params", "extra_args", "ec_transfer_params"))
 				assert.Equal(t, true, at(prefill, "sampling_params", "extra_args", "kv_transfer_params", "do_remote_decode"))
 			})

@@ -90,7 +90,7 @@ func runPrefill(t *testing.T, params map[string]any, rc *steps.RequestContext) s
 	require.Len(t, legs, 1)
 	assertLegHeaders(t, legs[0], upstream.ProfilePrefill, rc.RequestID)
 	assert.True(t, rc.PrefillDone)
-	assert.Equal(t, prefillKV, string(rc.KVParams), "the worker's kv_transfer_params byte for byte (D15)")
+	assert.Equal(t, prefillKVFor(legs[0].Body), string(rc.KVParams), "the worker's kv_transfer_params byte for byte (D15)")
 	return legs[0]
 }
 

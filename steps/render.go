@@ -341,51 +341,67 @@ func (r *Render) tokenPrompt(rc *RequestContext, prompt *jsonbody.Array) error {
 	return nil
 }
 
-// generate validates a tokens-in body and takes its token IDs and images.
+// generate validates a tokens-in body and takes its token IDs and images,
+// within the token and placeholder limits.
 func (r *Render) generate(rc *RequestContext) error {
 	doc, err := rc.Document()
 	if err != nil {
 		return err
 	}
-	obj := doc.Root()
-	raw, ok := obj.Get("token_ids")
-	if !ok || jsonbody.IsNull(raw) {
-		return Invalidf("token_ids is required")
-	}
-	ids := obj.Array("token_ids")
-	if raw[0] != '[' || ids == nil {
-		return Invalidf("token_ids must be an array")
-	}
-	st, _ := ids.Uint32Stats()
-	if st.Bad >= 0 {
-		return Invalidf("token_ids: index %d: not a non-negative 32-bit integer", st.Bad)
-	}
-	if st.Len == 0 {
-		return Invalidf("token_ids must not be empty")
-	}
-	if err := r.checkTokens(st.Len); err != nil {
-		return err
-	}
-	if err := checkSamplingParams(obj); err != nil {
-		return err
-	}
-	rawFeatures, _ := obj.Get("features")
-	entries, err := features.Parse(rawFeatures, obj.Object("features"))
+	tokens, entries, err := generatePrompt(doc.Root())
 	if err != nil {
-		return Invalidf("%v", err)
+		return err
 	}
-	if err := features.CheckBounds(entries, st.Len); err != nil {
-		return Invalidf("%v", err)
+	if err := r.checkTokens(tokens.Len()); err != nil {
+		return err
 	}
 	if err := r.checkPlaceholders(entries); err != nil {
 		return err
 	}
-	tokens, err := tokensOf(ids, st)
-	if err != nil {
-		return Invalidf("token_ids: %v", err)
-	}
 	rc.Tokens, rc.Multimodal = tokens, entries
 	return nil
+}
+
+// generatePrompt reads the prompt of a tokens-in (generate) body, obj: its
+// token_ids, a non-empty array of non-negative 32-bit integers (the body's
+// own bytes when written as legs write them), and its images from
+// features, each placeholder within the prompt; sampling_params and its
+// extra_args must be objects when present, for the legs to add transfer
+// params there. Every error is the client's (ErrInvalidRequest). Render's
+// generate branch reads the prompt so; the prefill step too when no render
+// step ran.
+func generatePrompt(obj *jsonbody.Object) (Tokens, []MultimodalEntry, error) {
+	raw, ok := obj.Get("token_ids")
+	if !ok || jsonbody.IsNull(raw) {
+		return Tokens{}, nil, Invalidf("token_ids is required")
+	}
+	ids := obj.Array("token_ids")
+	if raw[0] != '[' || ids == nil {
+		return Tokens{}, nil, Invalidf("token_ids must be an array")
+	}
+	st, _ := ids.Uint32Stats()
+	if st.Bad >= 0 {
+		return Tokens{}, nil, Invalidf("token_ids: index %d: not a non-negative 32-bit integer", st.Bad)
+	}
+	if st.Len == 0 {
+		return Tokens{}, nil, Invalidf("token_ids must not be empty")
+	}
+	if err := checkSamplingParams(obj); err != nil {
+		return Tokens{}, nil, err
+	}
+	rawFeatures, _ := obj.Get("features")
+	entries, err := features.Parse(rawFeatures, obj.Object("features"))
+	if err != nil {
+		return Tokens{}, nil, Invalidf("%v", err)
+	}
+	if err := features.CheckBounds(entries, st.Len); err != nil {
+		return Tokens{}, nil, Invalidf("%v", err)
+	}
+	tokens, err := tokensOf(ids, st)
+	if err != nil {
+		return Tokens{}, nil, Invalidf("token_ids: %v", err)
+	}
+	return tokens, entries, nil
 }
 
 // checkSamplingParams checks that sampling_params and its extra_args, when

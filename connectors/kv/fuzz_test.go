@@ -20,6 +20,8 @@ import (
 // members (the last of duplicate keys), each value the answer's own bytes
 // (whitespace aside), and the two role flags; kv-shared-storage answers the
 // flags whatever it is given. Feeding a result back in gives it again.
+// MissingParams never panics, and judges the answer as it judges the decode
+// params made from it.
 func FuzzDecodeParams(f *testing.F) {
 	for _, seed := range []string{
 		"", " ", "null", "true", "[]", "{}", `"x"`, "1",
@@ -45,10 +47,13 @@ func FuzzDecodeParams(f *testing.F) {
 				continue // encoding/json keeps invalid UTF-8 in values; jsonbody refused it upstream
 			}
 			assertMembers(t, want, got)
+			assert.Equal(t, c.MissingParams(answer), c.MissingParams(got),
+				"%s: what the answer lacks is what the decode leg lacks", c.Name())
 			again, err := c.DecodeParams(got)
 			require.NoError(t, err)
 			assert.Equal(t, string(got), string(again), "%s: a result fed back in comes back the same", c.Name())
 		}
+		assert.Nil(t, kv.NewSharedStorage().MissingParams(answer))
 		got, err := kv.NewSharedStorage().DecodeParams(answer)
 		require.NoError(t, err)
 		assert.JSONEq(t, `{"do_remote_decode":false,"do_remote_prefill":true}`, string(got))

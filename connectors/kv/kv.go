@@ -24,6 +24,12 @@ type Connector interface {
 	// taken from fromPrefill are opaque: they are copied byte for byte, never
 	// re-typed (simulators send remote_block_ids as strings, vLLM as ints).
 	DecodeParams(fromPrefill json.RawMessage) (json.RawMessage, error)
+	// MissingParams names the fields the decode worker needs from the
+	// prefill worker's answer that fromPrefill (as DecodeParams takes it)
+	// lacks or holds as null, in a fixed order; nil when it has them all.
+	// A fromPrefill that is nil, not an object or malformed lacks every
+	// one. A connector that needs nothing from the answer returns nil.
+	MissingParams(fromPrefill json.RawMessage) []string
 }
 
 // Default is the connector used when the config names none.

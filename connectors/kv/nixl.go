@@ -31,4 +31,14 @@ func (*NIXL) DecodeParams(fromPrefill json.RawMessage) (json.RawMessage, error) 
 	return handOff(fromPrefill)
 }
 
+// MissingParams names which of remote_engine_id, remote_block_ids,
+// remote_host and remote_port the answer lacks: without them vLLM's
+// NixlConnector on the decode worker logs "Got invalid KVTransferParams"
+// and computes the whole prompt again, or, without remote_block_ids,
+// transfers nothing. remote_request_id and tp_size are not required: the
+// llm-d inference simulator leaves them out.
+func (*NIXL) MissingParams(fromPrefill json.RawMessage) []string {
+	return missing(fromPrefill, "remote_engine_id", "remote_block_ids", "remote_host", "remote_port")
+}
+
 var _ Connector = (*NIXL)(nil)

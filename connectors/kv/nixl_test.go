@@ -99,7 +99,7 @@ func raw(s string) json.RawMessage {
 
 func TestNIXLContract(t *testing.T) {
 	t.Parallel()
-	kvtest.Contract(t, kv.NewNIXL())
+	kvtest.Contract(t, kv.NewNIXL(), json.RawMessage(kvtest.SimulatorAnswer))
 }
 
 func TestNIXLName(t *testing.T) {
@@ -148,6 +148,32 @@ func TestNIXLDecodeParamsMalformed(t *testing.T) {
 			t.Parallel()
 			_, err := kv.NewNIXL().DecodeParams(json.RawMessage(tc.fromPrefill))
 			assert.ErrorContains(t, err, "kv_transfer_params: prefill answer")
+		})
+	}
+}
+
+func TestNIXLMissingParams(t *testing.T) {
+	t.Parallel()
+	all := []string{"remote_engine_id", "remote_block_ids", "remote_host", "remote_port"}
+	for _, tc := range []struct {
+		name        string
+		fromPrefill string
+		want        []string
+	}{
+		{name: "vllm answer", fromPrefill: kvtest.VLLMAnswer},
+		{name: "simulator answer, no remote_request_id nor tp_size", fromPrefill: kvtest.SimulatorAnswer},
+		{name: "no answer", want: all},
+		{name: "flags only", fromPrefill: `{"do_remote_prefill":true,"do_remote_decode":false}`, want: all},
+		{name: "own placeholders echoed", fromPrefill: `{"do_remote_decode":true,"do_remote_prefill":false,` +
+			`"remote_block_ids":null,"remote_engine_id":null,"remote_host":null,"remote_port":null}`, want: all},
+		{name: "no host nor port", fromPrefill: `{"remote_engine_id":"e","remote_block_ids":[[1]]}`,
+			want: []string{"remote_host", "remote_port"}},
+		{name: "empty values are values", fromPrefill: `{"remote_engine_id":"","remote_block_ids":[],"remote_host":"","remote_port":0}`},
+		{name: "malformed", fromPrefill: `{"remote_host":`, want: all},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tc.want, kv.NewNIXL().MissingParams(raw(tc.fromPrefill)))
 		})
 	}
 }

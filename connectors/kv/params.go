@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -22,4 +23,18 @@ func handOff(fromPrefill json.RawMessage) (json.RawMessage, error) {
 	obj["do_remote_decode"] = json.RawMessage("false")
 	obj["do_remote_prefill"] = json.RawMessage("true")
 	return connectors.EncodeObject(obj)
+}
+
+// missing names the fields of required that fromPrefill, a prefill
+// worker's kv_transfer_params, lacks or holds as null; every one when it
+// is nil, not an object or malformed.
+func missing(fromPrefill json.RawMessage, required ...string) []string {
+	obj, _ := connectors.DecodeObject(fromPrefill)
+	var out []string
+	for _, key := range required {
+		if v, ok := obj[key]; !ok || string(bytes.TrimSpace(v)) == "null" {
+			out = append(out, key)
+		}
+	}
+	return out
 }

@@ -69,4 +69,12 @@ func (*SGLang) DecodeParams(fromPrefill json.RawMessage) (json.RawMessage, error
 	return handOff(fromPrefill)
 }
 
+// MissingParams names which of bootstrap_host, bootstrap_port and
+// bootstrap_room the answer lacks: the decode leg takes them from the
+// answer alone (no bootstrap_host is sent on the prefill leg), and the
+// decode worker cannot find the prefill worker's KV without all three.
+func (*SGLang) MissingParams(fromPrefill json.RawMessage) []string {
+	return missing(fromPrefill, "bootstrap_host", "bootstrap_port", "bootstrap_room")
+}
+
 var _ Connector = (*SGLang)(nil)

@@ -15,7 +15,7 @@ import (
 
 func TestSGLangContract(t *testing.T) {
 	t.Parallel()
-	kvtest.Contract(t, kv.NewSGLang(kv.SGLangDefaultPort))
+	kvtest.Contract(t, kv.NewSGLang(kv.SGLangDefaultPort), json.RawMessage(kvtest.SGLangAnswer))
 }
 
 func TestSGLangName(t *testing.T) {
@@ -141,6 +141,28 @@ func TestSGLangPortFromEnv(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestSGLangMissingParams(t *testing.T) {
+	t.Parallel()
+	all := []string{"bootstrap_host", "bootstrap_port", "bootstrap_room"}
+	for _, tc := range []struct {
+		name        string
+		fromPrefill string
+		want        []string
+	}{
+		{name: "echoed bootstrap fields", fromPrefill: kvtest.SGLangAnswer},
+		{name: "no answer", want: all},
+		{name: "nixl answer", fromPrefill: kvtest.VLLMAnswer, want: all},
+		{name: "no host", fromPrefill: `{"bootstrap_port":8998,"bootstrap_room":"r"}`, want: []string{"bootstrap_host"}},
+		{name: "null room", fromPrefill: `{"bootstrap_host":"h","bootstrap_port":8998,"bootstrap_room":null}`,
+			want: []string{"bootstrap_room"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tc.want, kv.NewSGLang(kv.SGLangDefaultPort).MissingParams(raw(tc.fromPrefill)))
 		})
 	}
 }

@@ -28,4 +28,8 @@ func (*SharedStorage) DecodeParams(json.RawMessage) (json.RawMessage, error) {
 	return json.RawMessage(`{"do_remote_decode":false,"do_remote_prefill":true}`), nil
 }
 
+// MissingParams returns nil: the decode worker reads the KV from the
+// shared storage, whatever the prefill worker answered.
+func (*SharedStorage) MissingParams(json.RawMessage) []string { return nil }
+
 var _ Connector = (*SharedStorage)(nil)

@@ -1,6 +1,7 @@
 package kv_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,7 +13,7 @@ import (
 
 func TestSharedStorageContract(t *testing.T) {
 	t.Parallel()
-	kvtest.Contract(t, kv.NewSharedStorage())
+	kvtest.Contract(t, kv.NewSharedStorage(), json.RawMessage(`{}`))
 }
 
 func TestSharedStorageName(t *testing.T) {
@@ -45,5 +46,12 @@ func TestSharedStorageDecodeParams(t *testing.T) {
 			require.NoError(t, err)
 			assert.JSONEq(t, `{"do_remote_decode":false,"do_remote_prefill":true}`, string(got))
 		})
+	}
+}
+
+func TestSharedStorageMissingParams(t *testing.T) {
+	t.Parallel()
+	for _, answer := range []string{"", `{}`, `null`, `{"remote_host":`, kvtest.VLLMAnswer} {
+		assert.Nil(t, kv.NewSharedStorage().MissingParams(raw(answer)), "answer %q: the KV is in the shared storage", answer)
 	}
 }

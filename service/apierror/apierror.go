@@ -24,13 +24,15 @@ import (
 // decode leg's is attached verbatim for relay, and of a leg's 4xx OpenAI
 // error object only its message and param are kept (upstreamStatus). An
 // image origin's failure is UNAVAILABLE with an UpstreamError of leg
-// "image" (REST 502).
+// "image" (REST 502), and so is a prefill answer without the KV params its
+// connector needs (D26), its leg "prefill", the message naming the fields.
 func FromError(err error, requestID string) *status.Status {
 	if s, ok := status.FromError(err); ok && err != nil {
 		return s // already a status (e.g. from request validation)
 	}
 	var se *upstream.StatusError
 	var te *upstream.TransportError
+	var ie *steps.IncompleteKVError
 	var of originFailure
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -41,6 +43,9 @@ func FromError(err error, requestID string) *status.Status {
 		return status.New(codes.InvalidArgument, fmt.Sprintf("%v (request_id: %s)", err, requestID))
 	case errors.As(err, &te):
 		return transportStatus(te, requestID)
+	case errors.As(err, &ie):
+		return withDetail(status.New(codes.Unavailable, fmt.Sprintf("%v (request_id: %s)", ie, requestID)),
+			&coordinatorv1.UpstreamError{Leg: ie.Leg, StatusCode: int32(ie.StatusCode)})
 	case errors.As(err, &of) && of.OriginFailed():
 		// An image's origin failed (non-2xx, unreachable, timed out, cut
 		// short): a bad gateway, as the reference answers, whose message

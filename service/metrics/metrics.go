@@ -138,7 +138,7 @@ func (m *Metrics) pipelineCollectors() {
 	}, []string{"result"})
 	m.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "coordinator_prefill_fallbacks_total",
-		Help: "Requests served by decode alone after their prefill leg failed (prefill fallback_to_decode), by reason (status_5xx, transport, timeout).",
+		Help: "Requests served by decode alone after their prefill leg failed (prefill fallback_to_decode), by reason (status_5xx, transport, timeout, missing_kv_params: an answer without the kv_transfer_params its KV connector needs).",
 	}, []string{"reason"})
 }
 
@@ -171,7 +171,7 @@ func (m *Metrics) serverCollectors() {
 var (
 	apis            = []string{APIREST, APIGRPC}
 	endpoints       = []string{"chat", "completions", "generate", "responses", "messages"}
-	fallbackReasons = []string{"status_5xx", "transport", "timeout"}
+	fallbackReasons = []string{"status_5xx", "transport", "timeout", "missing_kv_params"}
 	fileSets        = []string{"server.tls", "server.grpc_tls", "gateway.tls", "render.tls"}
 	stepOutcomes    = []steps.Outcome{steps.OutcomeOK, steps.OutcomeDoneEarly, steps.OutcomeError, steps.OutcomeSkipped}
 )

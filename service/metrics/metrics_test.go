@@ -33,6 +33,7 @@ func TestKnownSeriesStartAtZero(t *testing.T) {
 	for _, tt := range []struct{ metric, series string }{
 		{"coordinator_prefill_fallbacks_total", `coordinator_prefill_fallbacks_total{reason="timeout"} 0`},
 		{"coordinator_prefill_fallbacks_total", `coordinator_prefill_fallbacks_total{reason="status_5xx"} 0`},
+		{"coordinator_prefill_fallbacks_total", `coordinator_prefill_fallbacks_total{reason="missing_kv_params"} 0`},
 		{"coordinator_rejected_requests_total", `coordinator_rejected_requests_total{reason="streams"} 0`},
 		{"coordinator_conditional_decode_total", `coordinator_conditional_decode_total{result="hit"} 0`},
 		{"coordinator_requests_total", `coordinator_requests_total{api="rest",endpoint="chat",status="200"} 0`},

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"testing"
 
@@ -29,15 +30,25 @@ const VLLMAnswer = `{"do_remote_prefill": true, "do_remote_decode": false,
 const SimulatorAnswer = `{"do_remote_prefill":true,"do_remote_decode":false,` +
 	`"remote_block_ids":["1","2","3"],"remote_engine_id":"sim-engine","remote_host":"10.0.0.7","remote_port":5557}`
 
-var name = regexp.MustCompile(`^kv(-[a-z0-9]+)+$`)
+// SGLangAnswer is a prefill worker's kv_transfer_params echoing a
+// kv-sglang prefill leg's bootstrap fields, with its host.
+const SGLangAnswer = `{"do_remote_prefill":true,"do_remote_decode":false,"bootstrap_host":"10.0.0.9",` +
+	`"bootstrap_port":8998,"bootstrap_room":"5b0c3f5e-2f1d-4c7e-9a51-0f3c2d1e4b6a"}`
+
+var (
+	name      = regexp.MustCompile(`^kv(-[a-z0-9]+)+$`)
+	fieldName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+)
 
 // Contract checks, as parallel subtests of t, what every kv.Connector must
 // satisfy: a kebab-case "kv-" name; prefill params that are an object with
 // do_remote_decode true and do_remote_prefill false; decode params, for
 // any prefill answer or none, that are an object with do_remote_decode
-// false and do_remote_prefill true; deterministic decode params; fresh
-// results that do not alias the argument; safety under concurrent calls.
-func Contract(t *testing.T, c kv.Connector) {
+// false and do_remote_prefill true; deterministic decode params; missing
+// params (see missingParams) judged against complete, a prefill answer
+// that has every field the connector needs; fresh results that do not
+// alias the argument; safety under concurrent calls.
+func Contract(t *testing.T, c kv.Connector, complete json.RawMessage) {
 	t.Helper()
 
 	t.Run("name", func(t *testing.T) {
@@ -78,8 +89,43 @@ func Contract(t *testing.T, c kv.Connector) {
 		}
 	})
 
+	t.Run("missing params", func(t *testing.T) { missingParams(t, c, complete) })
 	t.Run("fresh results", func(t *testing.T) { freshResults(t, c) })
-	t.Run("concurrent calls", func(t *testing.T) { concurrentCalls(t, c) })
+	t.Run("concurrent calls", func(t *testing.T) { concurrentCalls(t, c, complete) })
+}
+
+// missingParams: complete lacks nothing; no answer, a non-object or a
+// malformed one lacks every needed field, each a snake_case name other
+// than the two flags; complete without one of them, or with it null, lacks
+// exactly that one; the argument is not modified.
+func missingParams(t *testing.T, c kv.Connector, complete json.RawMessage) {
+	t.Parallel()
+	kept := bytes.Clone(complete)
+	assert.Empty(t, c.MissingParams(complete), "complete answer %s", complete)
+	assert.Equal(t, string(kept), string(complete), "argument modified")
+	needed := c.MissingParams(nil)
+	for _, answer := range []string{`null`, `[1,2]`, `"params"`, `{}`, `{"remote_host":`} {
+		assert.Equal(t, needed, c.MissingParams(json.RawMessage(answer)), "answer %s", answer)
+	}
+	var obj map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(complete, &obj), "complete must be a JSON object")
+	for _, key := range needed {
+		assert.Regexp(t, fieldName, key)
+		assert.NotContains(t, []string{"do_remote_decode", "do_remote_prefill"}, key)
+		require.Contains(t, obj, key, "complete answer lacks %s", key)
+		without := maps.Clone(obj)
+		delete(without, key)
+		assert.Equal(t, []string{key}, c.MissingParams(encode(t, without)), "without %s", key)
+		without[key] = json.RawMessage("null")
+		assert.Equal(t, []string{key}, c.MissingParams(encode(t, without)), "%s null", key)
+	}
+}
+
+func encode(t *testing.T, obj map[string]json.RawMessage) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(obj)
+	require.NoError(t, err)
+	return b
 }
 
 // freshResults: every call returns a new slice, and DecodeParams neither
@@ -107,7 +153,7 @@ func freshResults(t *testing.T, c kv.Connector) {
 }
 
 // concurrentCalls: a connector is safe for concurrent use.
-func concurrentCalls(t *testing.T, c kv.Connector) {
+func concurrentCalls(t *testing.T, c kv.Connector, complete json.RawMessage) {
 	t.Parallel()
 	in := json.RawMessage(VLLMAnswer) // shared: connectors only read it
 	contracttest.Concurrently(t, 16, 50, func() error {
@@ -120,6 +166,9 @@ func concurrentCalls(t *testing.T, c kv.Connector) {
 		}
 		if err == nil {
 			err = checkFlags(p, false, true)
+		}
+		if m := c.MissingParams(complete); err == nil && len(m) > 0 {
+			err = fmt.Errorf("complete answer lacks %v", m)
 		}
 		return err
 	})
