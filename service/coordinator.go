@@ -27,6 +27,8 @@ import (
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/apibody"
+	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -258,6 +260,7 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 	if err := doc.Check(); err != nil { // a Responses or Messages body's shape
 		return nil, status.Errorf(codes.InvalidArgument, "%v (request_id: %s)", err, id)
 	}
+	apibody.Unstored(obj, format) // a Responses leg says "store": false
 	rc := &steps.RequestContext{
 		RequestID: id,
 		Format:    format,
@@ -268,14 +271,21 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 	if raw, ok := obj.Get("model"); ok {
 		rc.Model, _ = jsonbody.String(raw)
 	}
-	if raw, ok := obj.Get("stream"); ok && !jsonbody.IsNull(raw) {
-		// vLLM would take "true" or 1 as true: the answer's framing must not
-		// depend on a guess.
-		if rc.Stream, ok = jsonbody.Bool(raw); !ok {
-			return nil, status.Errorf(codes.InvalidArgument, `invalid JSON body: "stream" must be a boolean (request_id: %s)`, id)
-		}
+	stream, err := StreamOf(doc)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%v (request_id: %s)", err, id)
 	}
+	rc.Stream = stream
+	legs.SpellFlag(obj, "stream", stream) // a worker reads it as decided
 	return rc, nil
+}
+
+// StreamOf is the body's "stream" as the decode worker reads it
+// (legs.Flag: "true", 1 or "yes" stream too), or a client error naming it.
+// The REST front, which picks Generate or GenerateStream by it, and the
+// service, which frames the answer by it, both decide with it.
+func StreamOf(doc *steps.Document) (bool, error) {
+	return legs.Flag(doc.Root(), "stream")
 }
 
 // FormatOf is the pipeline format of an OpenAI endpoint.

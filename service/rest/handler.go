@@ -23,8 +23,8 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/headers"
-	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
+	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"
@@ -161,9 +161,10 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 		writeAPIError(w, b.dialect, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
 		return
 	}
-	stream := false
-	if raw, ok := doc.Root().Get("stream"); ok {
-		stream, _ = jsonbody.Bool(raw)
+	stream, err := service.StreamOf(doc)
+	if err != nil {
+		writeAPIError(w, b.dialect, http.StatusBadRequest, err.Error()+" (request_id: "+id+")", "")
+		return
 	}
 	h.metrics.Bytes(metrics.APIREST, "in", len(data))
 	defer h.metrics.Begin(metrics.APIREST, stream)()
