@@ -42,13 +42,16 @@ type Coordinator struct {
 	// trustTransfer keeps a client's transfer params
 	// (server.trust_client_transfer_params).
 	trustTransfer bool
+	// clientIDOnLegs sends the client's request id on the legs as it is
+	// (server.client_request_id_on_legs).
+	clientIDOnLegs bool
 }
 
 // NewCoordinator builds the service for cfg's body size cap and trust of
 // client transfer params.
 func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg config.Config) *Coordinator {
 	return &Coordinator{pipeline: p, metrics: m, log: log, maxBody: cfg.Server.MaxRequestBodyBytes(),
-		trustTransfer: cfg.Server.TrustClientTransferParams}
+		trustTransfer: cfg.Server.TrustClientTransferParams, clientIDOnLegs: cfg.Server.ClientRequestIDOnLegs}
 }
 
 // requestContext is newRequestContext for a body within
@@ -57,13 +60,17 @@ func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg
 // clients send more. Unless server.trust_client_transfer_params is on, the
 // client's own transfer params are removed from the document before any
 // step sees it (compat D23).
-func (c *Coordinator) requestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, error) {
+func (c *Coordinator) requestContext(ctx context.Context, id, legID string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, error) {
 	if n := int64(len(in.GetJson())); n > c.maxBody {
 		return nil, status.Errorf(codes.ResourceExhausted, "request body too large: %d bytes, the limit is %d (request_id: %s)", n, c.maxBody, id)
 	}
 	rc, err := newRequestContext(ctx, id, in)
-	if err != nil || c.trustTransfer {
-		return rc, err
+	if err != nil {
+		return nil, err
+	}
+	rc.LegRequestID = legID
+	if c.trustTransfer {
+		return rc, nil
 	}
 	if dropped := rc.Doc.DropTransferParams(); dropped != nil {
 		TransferParamsDropped(ctx, c.metrics, c.log, id, apiOf(ctx), rc.Format.String(), dropped)
@@ -73,13 +80,13 @@ func (c *Coordinator) requestContext(ctx context.Context, id string, in *coordin
 
 // Generate implements CoordinatorServiceServer.
 func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateRequest) (*coordinatorv1.GenerateResponse, error) {
-	id := requestID(ctx, req.GetRequestId())
+	id, legID := c.requestIDs(ctx, req.GetRequestId())
 	_ = grpc.SetHeader(ctx, metadata.Pairs(headerRequestID, id))
 	in := req.GetOpenai()
 	if in == nil {
-		return c.generateTokens(ctx, id, req.GetTokens())
+		return c.generateTokens(ctx, id, legID, req.GetTokens())
 	}
-	rc, err := c.requestContext(ctx, id, in)
+	rc, err := c.requestContext(ctx, id, legID, in)
 	if err != nil {
 		return nil, err
 	}
@@ -107,13 +114,13 @@ func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateR
 // GenerateStream implements CoordinatorServiceServer.
 func (c *Coordinator) GenerateStream(req *coordinatorv1.GenerateStreamRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
 	ctx := stream.Context()
-	id := requestID(ctx, req.GetRequestId())
+	id, legID := c.requestIDs(ctx, req.GetRequestId())
 	_ = stream.SetHeader(metadata.Pairs(headerRequestID, id))
 	in := req.GetOpenai()
 	if in == nil {
-		return c.generateTokensStream(id, req.GetTokens(), stream)
+		return c.generateTokensStream(id, legID, req.GetTokens(), stream)
 	}
-	rc, err := c.requestContext(ctx, id, in)
+	rc, err := c.requestContext(ctx, id, legID, in)
 	if err != nil {
 		return err
 	}
@@ -186,7 +193,8 @@ func apiOf(ctx context.Context) string {
 
 // logDone writes the request's last line at level, if that level is
 // logged (the attributes cost allocations): its id, API, endpoint, model,
-// duration, step timings and trace id, then more.
+// duration, step timings, the id its legs carried when another, and trace
+// id, then more.
 func (c *Coordinator) logDone(ctx context.Context, level slog.Level, msg, api string, rc *steps.RequestContext, start time.Time, span tracing.RequestSpan, more []slog.Attr) {
 	if !c.log.Enabled(ctx, level) {
 		return
@@ -199,6 +207,9 @@ func (c *Coordinator) logDone(ctx context.Context, level slog.Level, msg, api st
 		slog.Bool("stream", rc.Stream),
 		slog.Duration("duration", time.Since(start)),
 		slog.Any("steps", timingsValue(rc.Timings)),
+	}
+	if rc.LegID() != rc.RequestID { // what the workers' logs name it by (compat D25)
+		attrs = append(attrs, slog.String("leg_request_id", rc.LegID()))
 	}
 	if sc := span.SpanContext(); sc.IsValid() {
 		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
@@ -225,17 +236,38 @@ func failure(ctx context.Context, err error, requestID string) (*status.Status, 
 
 const headerRequestID = "x-request-id"
 
+// requestIDs are the request's id, on the answer and in the logs
+// (requestID), and the id its legs carry (compat D25): a client's id made
+// unique (requestid.ForLegs) unless server.client_request_id_on_legs is
+// on; a fresh one, made here or by the REST front (requestid.WithMinted),
+// is unique already and goes as it is.
+func (c *Coordinator) requestIDs(ctx context.Context, fromMessage string) (id, legID string) {
+	id, minted := settleRequestID(ctx, fromMessage)
+	if minted || c.clientIDOnLegs || requestid.Minted(ctx) {
+		return id, id
+	}
+	return id, requestid.ForLegs(id)
+}
+
 // requestID is the request's id: the message's, else a valid x-request-id
 // metadata value, else a fresh one.
 func requestID(ctx context.Context, fromMessage string) string {
+	id, _ := settleRequestID(ctx, fromMessage)
+	return id
+}
+
+// settleRequestID is requestID, and whether it made the id (no valid one
+// came).
+func settleRequestID(ctx context.Context, fromMessage string) (id string, minted bool) {
 	if fromMessage != "" {
-		return fromMessage // validated by the request's protovalidate rules
+		return fromMessage, false // validated by the request's protovalidate rules
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(headerRequestID); len(v) > 0 {
-		return requestid.OrNew(v[0])
+	var v string
+	if vs := metadata.ValueFromIncomingContext(ctx, headerRequestID); len(vs) > 0 {
+		v = vs[0]
 	}
-	return requestid.OrNew("")
+	id = requestid.OrNew(v)
+	return id, id != v
 }
 
 // newRequestContext parses the body into the request's document, unless

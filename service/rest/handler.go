@@ -145,7 +145,8 @@ func (h *Handler) inference(b binding) http.Handler {
 
 // serveInference is inference's work on one request.
 func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b binding) {
-	id := requestid.OrNew(r.Header.Get("X-Request-Id"))
+	sent := r.Header.Get("X-Request-Id")
+	id := requestid.OrNew(sent)
 	w.Header().Set("X-Request-Id", id)
 	headers.DropHopByHop(r.Header) // the matcher sees one name at a time
 	data, err := h.readBody(w, r)
@@ -171,7 +172,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 	if !stream {
 		h.holdOpen(w, r)
 	}
-	h.transcode(w, r, b, id, doc, stream)
+	h.transcode(w, r, b, call{id: id, dialect: b.dialect, minted: id != sent}, doc, stream)
 }
 
 // readBody reads the whole body, failing with *http.MaxBytesError past the cap.
