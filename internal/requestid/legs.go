@@ -2,8 +2,8 @@ package requestid
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/binary"
+	"encoding/hex"
 	"math/rand/v2"
 )
 
