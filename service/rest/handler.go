@@ -128,8 +128,10 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 // size cap, parses it once into the request's document (a 400 when it is
 // not a JSON object), settles the request id, and hands the bytes, with the
 // document in the call's context, to Generate or GenerateStream through
-// grpc-gateway according to the body's "stream". It counts the request in
-// the metrics with the status the client got.
+// grpc-gateway according to the body's "stream", read as the service and
+// the worker read it (service.StreamOf; a value vLLM would refuse is a
+// 400 naming it). It counts the request in the metrics with the status
+// the client got.
 func (h *Handler) inference(b binding) http.Handler {
 	name := b.format.String()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
