@@ -30,6 +30,8 @@ import (
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/apibody"
+	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -46,13 +48,16 @@ type Coordinator struct {
 	// limits bound a body's structure as it is parsed (server.max_messages,
 	// max_content_blocks, max_json_nodes).
 	limits steps.DocumentLimits
+	// clientIDOnLegs sends the client's request id on the legs as it is
+	// (server.client_request_id_on_legs).
+	clientIDOnLegs bool
 }
 
 // NewCoordinator builds the service for cfg's body size cap and trust of
 // client transfer params.
 func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg config.Config) *Coordinator {
 	return &Coordinator{pipeline: p, metrics: m, log: log, maxBody: cfg.Server.MaxRequestBodyBytes(), limits: cfg.Server.DocumentLimits(),
-		trustTransfer: cfg.Server.TrustClientTransferParams}
+		trustTransfer: cfg.Server.TrustClientTransferParams, clientIDOnLegs: cfg.Server.ClientRequestIDOnLegs}
 }
 
 // requestContext is newRequestContext for a body within
@@ -62,7 +67,7 @@ func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg
 // client's own transfer params are removed from the document before any
 // step sees it (compat D23). A client's media uuids always are: the
 // coordinator owns the key vLLM caches media under.
-func (c *Coordinator) requestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, error) {
+func (c *Coordinator) requestContext(ctx context.Context, id, legID string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, error) {
 	if n := int64(len(in.GetJson())); n > c.maxBody {
 		return nil, status.Errorf(codes.ResourceExhausted, "request body too large: %d bytes, the limit is %d (request_id: %s)", n, c.maxBody, id)
 	}
@@ -70,6 +75,7 @@ func (c *Coordinator) requestContext(ctx context.Context, id string, in *coordin
 	if err != nil {
 		return rc, err
 	}
+	rc.LegRequestID = legID
 	if n := rc.Doc.DropMediaUUIDs(); n > 0 {
 		c.log.InfoContext(ctx, "client media uuids dropped", "request_id", id, "api", apiOf(ctx), "endpoint", rc.Format.String(), "parts", n)
 	}
@@ -84,13 +90,13 @@ func (c *Coordinator) requestContext(ctx context.Context, id string, in *coordin
 
 // Generate implements CoordinatorServiceServer.
 func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateRequest) (*coordinatorv1.GenerateResponse, error) {
-	id := requestID(ctx, req.GetRequestId())
+	id, legID := c.requestIDs(ctx, req.GetRequestId())
 	_ = grpc.SetHeader(ctx, metadata.Pairs(headerRequestID, id))
 	in := req.GetOpenai()
 	if in == nil {
-		return c.generateTokens(ctx, id, req.GetTokens())
+		return c.generateTokens(ctx, id, legID, req.GetTokens())
 	}
-	rc, err := c.requestContext(ctx, id, in)
+	rc, err := c.requestContext(ctx, id, legID, in)
 	if err != nil {
 		return nil, err
 	}
@@ -118,13 +124,13 @@ func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateR
 // GenerateStream implements CoordinatorServiceServer.
 func (c *Coordinator) GenerateStream(req *coordinatorv1.GenerateStreamRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
 	ctx := stream.Context()
-	id := requestID(ctx, req.GetRequestId())
+	id, legID := c.requestIDs(ctx, req.GetRequestId())
 	_ = stream.SetHeader(metadata.Pairs(headerRequestID, id))
 	in := req.GetOpenai()
 	if in == nil {
-		return c.generateTokensStream(id, req.GetTokens(), stream)
+		return c.generateTokensStream(id, legID, req.GetTokens(), stream)
 	}
-	rc, err := c.requestContext(ctx, id, in)
+	rc, err := c.requestContext(ctx, id, legID, in)
 	if err != nil {
 		return err
 	}
@@ -197,7 +203,8 @@ func apiOf(ctx context.Context) string {
 
 // logDone writes the request's last line at level, if that level is
 // logged (the attributes cost allocations): its id, API, endpoint, model,
-// duration, step timings and trace id, then more.
+// duration, step timings, the id its legs carried when another, and trace
+// id, then more.
 func (c *Coordinator) logDone(ctx context.Context, level slog.Level, msg, api string, rc *steps.RequestContext, start time.Time, span tracing.RequestSpan, more []slog.Attr) {
 	if !c.log.Enabled(ctx, level) {
 		return
@@ -210,6 +217,9 @@ func (c *Coordinator) logDone(ctx context.Context, level slog.Level, msg, api st
 		slog.Bool("stream", rc.Stream),
 		slog.Duration("duration", time.Since(start)),
 		slog.Any("steps", timingsValue(rc.Timings)),
+	}
+	if rc.LegID() != rc.RequestID { // what the workers' logs name it by (compat D25)
+		attrs = append(attrs, slog.String("leg_request_id", rc.LegID()))
 	}
 	if sc := span.SpanContext(); sc.IsValid() {
 		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
@@ -236,17 +246,38 @@ func failure(ctx context.Context, err error, requestID string) (*status.Status, 
 
 const headerRequestID = "x-request-id"
 
+// requestIDs are the request's id, on the answer and in the logs
+// (requestID), and the id its legs carry (compat D25): a client's id made
+// unique (requestid.ForLegs) unless server.client_request_id_on_legs is
+// on; a fresh one, made here or by the REST front (requestid.WithMinted),
+// is unique already and goes as it is.
+func (c *Coordinator) requestIDs(ctx context.Context, fromMessage string) (id, legID string) {
+	id, minted := settleRequestID(ctx, fromMessage)
+	if minted || c.clientIDOnLegs || requestid.Minted(ctx) {
+		return id, id
+	}
+	return id, requestid.ForLegs(id)
+}
+
 // requestID is the request's id: the message's, else a valid x-request-id
 // metadata value, else a fresh one.
 func requestID(ctx context.Context, fromMessage string) string {
+	id, _ := settleRequestID(ctx, fromMessage)
+	return id
+}
+
+// settleRequestID is requestID, and whether it made the id (no valid one
+// came).
+func settleRequestID(ctx context.Context, fromMessage string) (id string, minted bool) {
 	if fromMessage != "" {
-		return fromMessage // validated by the request's protovalidate rules
+		return fromMessage, false // validated by the request's protovalidate rules
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(headerRequestID); len(v) > 0 {
-		return requestid.OrNew(v[0])
+	var v string
+	if vs := metadata.ValueFromIncomingContext(ctx, headerRequestID); len(vs) > 0 {
+		v = vs[0]
 	}
-	return requestid.OrNew("")
+	id = requestid.OrNew(v)
+	return id, id != v
 }
 
 // newRequestContext parses the body into the request's document within
@@ -271,6 +302,7 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 	if err := doc.Check(); err != nil { // a Responses or Messages body's shape
 		return nil, status.Errorf(codes.InvalidArgument, "%v (request_id: %s)", err, id)
 	}
+	apibody.Unstored(obj, format) // a Responses leg says "store": false
 	rc := &steps.RequestContext{
 		RequestID: id,
 		Format:    format,
@@ -281,13 +313,12 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 	if raw, ok := obj.Get("model"); ok {
 		rc.Model, _ = jsonbody.String(raw)
 	}
-	if raw, ok := obj.Get("stream"); ok && !jsonbody.IsNull(raw) {
-		// vLLM would take "true" or 1 as true: the answer's framing must not
-		// depend on a guess.
-		if rc.Stream, ok = jsonbody.Bool(raw); !ok {
-			return nil, status.Errorf(codes.InvalidArgument, `invalid JSON body: "stream" must be a boolean (request_id: %s)`, id)
-		}
+	stream, err := StreamOf(doc)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%v (request_id: %s)", err, id)
 	}
+	rc.Stream = stream
+	legs.SpellFlag(obj, "stream", stream) // a worker reads it as decided
 	return rc, nil
 }
 
@@ -305,6 +336,14 @@ func invalidBody(err error, id string) error {
 		}
 	}
 	return st.Err()
+}
+
+// StreamOf is the body's "stream" as the decode worker reads it
+// (legs.Flag: "true", 1 or "yes" stream too), or a client error naming it.
+// The REST front, which picks Generate or GenerateStream by it, and the
+// service, which frames the answer by it, both decide with it.
+func StreamOf(doc *steps.Document) (bool, error) {
+	return legs.Flag(doc.Root(), "stream")
 }
 
 // FormatOf is the pipeline format of an OpenAI endpoint.

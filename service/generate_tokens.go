@@ -14,8 +14,8 @@ import (
 // generateTokens serves a tokens input of Generate: the request becomes a
 // vLLM /inference/v1/generate body and runs through the pipeline like a REST
 // request to that path; the decode worker's answer becomes a TokensResponse.
-func (c *Coordinator) generateTokens(ctx context.Context, id string, in *coordinatorv1.TokensRequest) (*coordinatorv1.GenerateResponse, error) {
-	rc := tokens.NewRequestContext(ctx, id, in, false)
+func (c *Coordinator) generateTokens(ctx context.Context, id, legID string, in *coordinatorv1.TokensRequest) (*coordinatorv1.GenerateResponse, error) {
+	rc := tokens.NewRequestContext(ctx, id, legID, in, false)
 	sink := tokens.NewUnarySink(in)
 	rc.Sink = sink
 	if err := c.run(ctx, rc, "Generate"); err != nil {
@@ -33,9 +33,9 @@ func (c *Coordinator) generateTokens(ctx context.Context, id string, in *coordin
 
 // generateTokensStream serves a tokens input of GenerateStream: as
 // generateTokens, with the worker's stream sent on as TokensChunk messages.
-func (c *Coordinator) generateTokensStream(id string, in *coordinatorv1.TokensRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
+func (c *Coordinator) generateTokensStream(id, legID string, in *coordinatorv1.TokensRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
 	ctx := stream.Context()
-	rc := tokens.NewRequestContext(ctx, id, in, true)
+	rc := tokens.NewRequestContext(ctx, id, legID, in, true)
 	rc.Sink = tokens.NewStreamSink(stream)
 	return c.run(ctx, rc, "GenerateStream")
 }

@@ -63,7 +63,7 @@ func (c *ConditionalDecode) Execute(ctx context.Context, rc *RequestContext) err
 		Leg:       ConditionalDecodeType,
 		Path:      rc.Format.Path(),
 		Profile:   upstream.ProfileDecode,
-		RequestID: rc.RequestID,
+		RequestID: rc.LegID(),
 		Header:    rc.Header,
 		Prefer:    preferIfAvailable,
 		Parts:     body,

@@ -37,9 +37,13 @@ const (
 // so its fields need no locking (a step that fans out must merge its
 // results before it returns).
 type RequestContext struct {
-	// RequestID is the validated or generated id sent as x-request-id on
-	// every leg.
+	// RequestID is the request's validated or generated id: the client's
+	// own, on the answer and in the logs.
 	RequestID string
+	// LegRequestID is the id every leg of the request carries (see LegID):
+	// unique to the request even when its client reuses RequestID (compat
+	// D25). Empty: RequestID.
+	LegRequestID string
 	// Format is the inbound API; Path() is the path decode posts to.
 	Format Format
 	// Header holds the client headers forwarded on every leg, as the
@@ -129,4 +133,15 @@ type Sink interface {
 	// an event without one). The slices are valid only during the call:
 	// the caller reuses its buffers.
 	Events(data [][]byte, names []string) error
+}
+
+// LegID is the id every leg of the request carries as x-request-id, and a
+// fresh generate leg as its body's request_id: vLLM names the request's KV
+// hand-off by it (NIXL's remote_request_id). It is LegRequestID, else
+// RequestID.
+func (rc *RequestContext) LegID() string {
+	if rc.LegRequestID != "" {
+		return rc.LegRequestID
+	}
+	return rc.RequestID
 }

@@ -63,7 +63,7 @@ func (d *Decode) Execute(ctx context.Context, rc *RequestContext) error {
 		Leg:       DecodeType,
 		Path:      rc.Format.Path(),
 		Profile:   upstream.ProfileDecode,
-		RequestID: rc.RequestID,
+		RequestID: rc.LegID(),
 		Header:    rc.Header,
 		Parts:     body,
 	})

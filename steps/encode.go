@@ -117,7 +117,7 @@ func (e *Encode) leg(ctx context.Context, rc *RequestContext, format Format, i i
 		Leg:       name,
 		Path:      format.Path(),
 		Profile:   upstream.ProfileEncode,
-		RequestID: rc.RequestID,
+		RequestID: rc.LegID(),
 		Header:    rc.Header,
 		Parts:     body,
 		Retry:     true,

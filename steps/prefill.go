@@ -125,7 +125,7 @@ func (p *Prefill) execute(ctx context.Context, rc *RequestContext) error {
 		Leg:       PrefillType,
 		Path:      format.Path(),
 		Profile:   upstream.ProfilePrefill,
-		RequestID: rc.RequestID,
+		RequestID: rc.LegID(),
 		Header:    rc.Header,
 		Parts:     body,
 		Retry:     true,
@@ -327,9 +327,9 @@ var errNoPrefillTokens = errors.New("prefill: no token ids for a tokens-in prefi
 // the prefill pool's shared cache (the reference drops it there; a
 // tenant-isolation gap).
 func prefillHead(b *jsonbody.Segments, rc *RequestContext, doc *Document) {
-	head := make([]byte, 0, 64+len(rc.RequestID)+len(rc.Model))
+	head := make([]byte, 0, 64+len(rc.LegID())+len(rc.Model))
 	head = append(head, `{"request_id":`...)
-	head = jsonbody.AppendString(head, rc.RequestID)
+	head = jsonbody.AppendString(head, rc.LegID())
 	head = append(head, `,"model":`...)
 	head = jsonbody.AppendString(head, rc.Model)
 	b.Write(head)

@@ -104,6 +104,12 @@ func TestPDPromptLogprobsGoToPrefillOnly(t *testing.T) {
 			body:        `{"model":"m","prompt":"hi","echo":true,"logprobs":2,"return_tokens_as_token_ids":true,"max_tokens":4}`,
 			wantPrefill: []string{"echo=true", "logprobs=2", "max_tokens=0", "return_tokens_as_token_ids=true", "stream=false"},
 			wantDecode:  []string{"echo=", "logprobs=2", "max_tokens=4", "return_tokens_as_token_ids=true"}},
+		// vLLM reads "yes" as true: the decode leg must not compute the
+		// prompt's logprobs again.
+		{name: "completions echo spelled yes", format: steps.FormatCompletions, useOpenAI: true,
+			body:        `{"model":"m","prompt":"hi","echo":"yes","logprobs":2,"max_tokens":4}`,
+			wantPrefill: []string{"echo=true", "logprobs=2", "max_tokens=0"},
+			wantDecode:  []string{"echo=", "logprobs=2", "max_tokens=4"}},
 		{name: "completions echo without logprobs stays on decode", format: steps.FormatCompletions, useOpenAI: true,
 			body:        `{"model":"m","prompt":"hi","echo":true}`,
 			wantPrefill: []string{"echo=", "max_tokens=1"},

@@ -428,7 +428,7 @@ func (r *Render) post(ctx context.Context, rc *RequestContext, path string, body
 	resp, err := r.client.Post(ctx, upstream.Request{
 		Leg:       RenderType,
 		Path:      path + "/render",
-		RequestID: rc.RequestID,
+		RequestID: rc.LegID(),
 		Header:    rc.Header,
 		Parts:     body,
 		Retry:     true,

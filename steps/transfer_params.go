@@ -28,8 +28,10 @@ func (d *Document) DropTransferParams() []string { return DropTransferParams(d.r
 // DropTransferParams removes from body, a request's JSON object, every
 // transfer param set where a worker would read one (transferKeys at the
 // top level and under transferParents), and returns the dotted paths it
-// removed: nil, without allocating, when there were none. A parent that
-// is not an object is left as it is: no worker reads params from it.
+// removed: nil, without allocating, when there were none. Names match
+// without regard to case ("KV_TRANSFER_PARAMS", "Vllm_Xargs"): a worker
+// written in Go decodes them so. A parent that is not an object is left
+// as it is: no worker reads params from it.
 func DropTransferParams(body *jsonbody.Object) []string {
 	dropped := dropTransferKeys(body, "", nil)
 	for _, path := range transferParents {
@@ -38,42 +40,48 @@ func DropTransferParams(body *jsonbody.Object) []string {
 	return dropped
 }
 
-// dropTransferKeys removes transferKeys from o, appending each one it
-// removed, prefixed with at, to dropped.
+// dropTransferKeys removes transferKeys, in any case, from o, appending
+// each name it removed, prefixed with at, to dropped.
 func dropTransferKeys(o *jsonbody.Object, at string, dropped []string) []string {
 	for _, k := range transferKeys {
-		if _, ok := o.Get(k); ok {
-			o.Delete(k)
-			dropped = append(dropped, at+k)
+		for _, name := range o.NamesFold(k) {
+			o.Delete(name)
+			dropped = append(dropped, at+name)
 		}
 	}
 	return dropped
 }
 
-// dropTransferKeysUnder removes transferKeys from the object at path below
-// o. The child is edited as a copy (its indexed one, else parsed from its
-// text), put back in o only when something was removed, so a body without
-// client params is not marked edited and is written as it came.
+// dropTransferKeysUnder removes transferKeys from the objects at path
+// below o, each step of the path matched in any case.
 func dropTransferKeysUnder(o *jsonbody.Object, path []string, at string, dropped []string) []string {
 	if len(path) == 0 {
 		return dropTransferKeys(o, at, dropped)
 	}
-	key := path[0]
+	for _, name := range o.NamesFold(path[0]) {
+		dropped = dropTransferKeysIn(o, name, path[1:], at, dropped)
+	}
+	return dropped
+}
+
+// dropTransferKeysIn removes transferKeys from the object at o[key] and
+// path below it. The child is edited as a copy (its indexed one, else
+// parsed from its text), put back in o only when something was removed, so
+// a body without client params is not marked edited and is written as it
+// came.
+func dropTransferKeysIn(o *jsonbody.Object, key string, path []string, at string, dropped []string) []string {
 	child := o.Object(key)
 	if child != nil {
 		child = child.Clone()
 	} else {
-		raw, ok := o.Get(key)
-		if !ok {
-			return dropped
-		}
+		raw, _ := o.Get(key)
 		var err error
 		if child, err = jsonbody.ParseObject(raw); err != nil {
 			return dropped
 		}
 	}
 	n := len(dropped)
-	dropped = dropTransferKeysUnder(child, path[1:], at+key+".", dropped)
+	dropped = dropTransferKeysUnder(child, path, at+key+".", dropped)
 	if len(dropped) > n {
 		o.SetObject(key, child)
 	}

@@ -60,6 +60,27 @@ func TestDropTransferParams(t *testing.T) {
 			dropped: []string{"sampling_params.extra_args.ec_transfer_params"},
 		},
 		{
+			name:    "case variants: a Go worker decodes them as the key",
+			format:  steps.FormatChat,
+			body:    `{"messages":[],"KV_TRANSFER_PARAMS":{"remote_host":"h"},"Kv_Transfer_Params":1,"Ec_transfer_PARAMS":{},"kv_tranſfer_params":2}`,
+			want:    `{"messages":[]}`,
+			dropped: []string{"KV_TRANSFER_PARAMS", "Kv_Transfer_Params", "kv_tranſfer_params", "Ec_transfer_PARAMS"},
+		},
+		{
+			name:    "case variants under vllm_xargs and its own variants",
+			format:  steps.FormatCompletions,
+			body:    `{"prompt":"p","vllm_xargs":{"KV_TRANSFER_PARAMS":{},"k":1},"VLLM_XARGS":{"kv_transfer_params":{}}}`,
+			want:    `{"prompt":"p","vllm_xargs":{"k":1},"VLLM_XARGS":{}}`,
+			dropped: []string{"vllm_xargs.KV_TRANSFER_PARAMS", "VLLM_XARGS.kv_transfer_params"},
+		},
+		{
+			name:    "case variants under sampling_params.extra_args",
+			format:  steps.FormatGenerate,
+			body:    `{"token_ids":[1],"sampling_params":{"Extra_Args":{"EC_TRANSFER_PARAMS":{"h":1}},"extra_args":{"Kv_Transfer_Params":{}}}}`,
+			want:    `{"token_ids":[1],"sampling_params":{"Extra_Args":{},"extra_args":{}}}`,
+			dropped: []string{"sampling_params.Extra_Args.EC_TRANSFER_PARAMS", "sampling_params.extra_args.Kv_Transfer_Params"},
+		},
+		{
 			name:   "a parent that is not an object is left alone",
 			format: steps.FormatChat,
 			body:   `{"messages":[],"vllm_xargs":"kv_transfer_params","sampling_params":null}`,

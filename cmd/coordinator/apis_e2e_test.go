@@ -268,7 +268,7 @@ func TestAPIsHostileBodies(t *testing.T) {
 		{"deep nesting", apiCases[1], `{"model":"sim-model","max_tokens":4,"messages":` + strings.Repeat("[", 100_000), 400, "json nesting exceeds max depth"},
 		{"invalid UTF-8", apiCases[0], "{\"model\":\"sim-model\",\"input\":\"caf\xe9\"}", 400, "invalid UTF-8 in string literal"},
 		{"duplicate key", apiCases[1], `{"model":"sim-model","max_tokens":4,"max_tokens":9,"messages":[]}`, 400, `duplicate key "max_tokens"`},
-		{"stream as a string", apiCases[0], `{"model":"sim-model","input":"x","stream":"true"}`, 400, `"stream" must be a boolean`},
+		{"stream not a flag", apiCases[0], `{"model":"sim-model","input":"x","stream":"sure"}`, 400, `"stream" must be a boolean`},
 		{"max_tokens as a string", apiCases[1], `{"model":"sim-model","max_tokens":"4","messages":[]}`, 400, "max_tokens must be an integer"},
 		{"input as a number", apiCases[0], `{"model":"sim-model","input":42}`, 400, "input must be an array"},
 		{"unknown content type", apiCases[0], `{"model":"sim-model","input":[{"role":"user","content":[{"type":"input_video"}]}]}`, 400, `unknown content type "input_video"`},

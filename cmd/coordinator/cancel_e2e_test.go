@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -344,7 +345,7 @@ func (l *legEnds) add(e sim.LegEnd) {
 	l.ends = append(l.ends, e)
 	var run []func()
 	for _, h := range l.hooks {
-		if h.requestID == e.RequestID && h.target == e.Target {
+		if requestid.LegsOf(e.RequestID, h.requestID) && h.target == e.Target {
 			run = append(run, h.fn)
 		}
 	}
@@ -367,7 +368,7 @@ func (l *legEnds) of(requestID string) []sim.LegEnd {
 	defer l.mu.Unlock()
 	var out []sim.LegEnd
 	for _, e := range l.ends {
-		if e.RequestID == requestID {
+		if requestid.LegsOf(e.RequestID, requestID) {
 			out = append(out, e)
 		}
 	}
@@ -378,7 +379,7 @@ func (l *legEnds) of(requestID string) []sim.LegEnd {
 func legsOf(s *sim.Sim, requestID string) []sim.Leg {
 	var out []sim.Leg
 	for _, l := range s.Legs() {
-		if l.Header.Get("X-Request-Id") == requestID {
+		if requestid.LegsOf(l.Header.Get("X-Request-Id"), requestID) {
 			out = append(out, l)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/sim"
 )
@@ -349,7 +350,7 @@ pipeline:
 func faultLegCounts(s *sim.Sim, requestID string) map[string]int {
 	counts := map[string]int{}
 	for _, l := range s.Legs() {
-		if l.Header.Get("X-Request-Id") != requestID {
+		if !requestid.LegsOf(l.Header.Get("X-Request-Id"), requestID) {
 			continue
 		}
 		if l.Service == sim.ServiceRender {

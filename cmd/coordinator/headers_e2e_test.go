@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -58,7 +59,7 @@ func (e *earpiece) of(id string) []heardLeg {
 	defer e.mu.Unlock()
 	var out []heardLeg
 	for _, l := range e.legs {
-		if l.header.Get("X-Request-Id") == id {
+		if requestid.LegsOf(l.header.Get("X-Request-Id"), id) {
 			out = append(out, l)
 		}
 	}

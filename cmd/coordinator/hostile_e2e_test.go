@@ -75,7 +75,7 @@ func TestHostileBodies(t *testing.T) {
 			status: 400, code: codes.InvalidArgument, want: `duplicate key "prompt"`},
 		{name: "duplicate kv_transfer_params", endpoint: compl, body: `{"model":"sim-model","prompt":"a","kv_transfer_params":{},"kv_transfer_params":null}`,
 			status: 400, code: codes.InvalidArgument, want: `duplicate key "kv_transfer_params"`},
-		{name: "stream as a string", endpoint: chat, body: `{"model":"sim-model","stream":"true","messages":[]}`,
+		{name: "stream not a flag", endpoint: chat, body: `{"model":"sim-model","stream":"sure","messages":[]}`,
 			status: 400, code: codes.InvalidArgument, want: `"stream" must be a boolean`},
 		{name: "negative prompt token", endpoint: compl, body: `{"model":"sim-model","prompt":[1,-1]}`,
 			status: 400, code: codes.InvalidArgument, want: "prompt: invalid token at index 1"},

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -266,7 +267,7 @@ func pdCheckNotVacuous(t *testing.T, c pdRESTCase, a pdRESTAnswer, repeated bool
 func pdLegs(s *sim.Sim, id, profile string) []sim.Leg {
 	var out []sim.Leg
 	for _, l := range s.Legs() {
-		if l.Header.Get("X-Request-Id") == id && l.Profile == profile {
+		if requestid.LegsOf(l.Header.Get("X-Request-Id"), id) && l.Profile == profile {
 			out = append(out, l)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/sim"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
@@ -74,7 +75,7 @@ func transferCases(image bool) []transferCase {
 	if image {
 		return cases
 	}
-	responses := `{"model":"sim-model","max_output_tokens":3,"input":"Tell me about transfer params"`
+	responses := `{"model":"sim-model","max_output_tokens":3,"store":false,"input":"Tell me about transfer params"`
 	completions := `{"model":"sim-model","max_tokens":3,"prompt":"Tell me about transfer params"`
 	generate := `{"model":"sim-model","token_ids":[11,12,13,14,15,16,17,18],"sampling_params":{"max_tokens":3,"extra_args":{"note":"kept","kv_transfer_params":` + clientParams + `,"ec_transfer_params":` + clientParams + `}}`
 	return append(cases,
@@ -133,7 +134,7 @@ func TestClientTransferParamsNeverReachAWorker(t *testing.T) {
 					require.Equal(t, http.StatusOK, code, answer)
 					var profiles []string
 					for _, l := range s.Legs() {
-						if l.Header.Get("X-Request-Id") != id {
+						if !requestid.LegsOf(l.Header.Get("X-Request-Id"), id) {
 							continue
 						}
 						assert.NotContains(t, string(l.Body), evilHost, "%s %s leg %s carries the client's transfer params", api, c.path, l.Profile)

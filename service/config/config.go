@@ -158,6 +158,17 @@ type Server struct {
 	// server.trust_client_transfer_params, default false, env
 	// COORDINATOR_SERVER_TRUST_CLIENT_TRANSFER_PARAMS.
 	TrustClientTransferParams bool `param:"trust_client_transfer_params"`
+	// ClientRequestIDOnLegs sends a client's x-request-id (or gRPC
+	// request_id) on every leg exactly as the client sent it, as the
+	// reference does. Off, the default (compat D25): the client's id stays
+	// on the answer and in the logs, and the legs of each request carry an
+	// id unique to it, the client's id (cut to leave room) then '-' and 16
+	// random hex digits, so two requests in flight with one client id never
+	// share a KV hand-off (the id names it: NIXL's remote_request_id). Ids
+	// the coordinator makes itself are unique and go on as they are. Key
+	// server.client_request_id_on_legs, default false, env
+	// COORDINATOR_SERVER_CLIENT_REQUEST_ID_ON_LEGS.
+	ClientRequestIDOnLegs bool `param:"client_request_id_on_legs"`
 	// TLS serves the REST listener over TLS (HTTP/2 by ALPN), with mutual
 	// TLS when client_auth asks for it (coordinator extension). Keys
 	// server.tls.{cert_file,key_file,client_ca_file,client_auth}; absent:

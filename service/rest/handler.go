@@ -23,8 +23,8 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/headers"
-	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
+	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"
@@ -130,8 +130,10 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 // size cap, parses it once into the request's document (a 400 when it is
 // not a JSON object), settles the request id, and hands the bytes, with the
 // document in the call's context, to Generate or GenerateStream through
-// grpc-gateway according to the body's "stream". It counts the request in
-// the metrics with the status the client got.
+// grpc-gateway according to the body's "stream", read as the service and
+// the worker read it (service.StreamOf; a value vLLM would refuse is a
+// 400 naming it). It counts the request in the metrics with the status
+// the client got.
 func (h *Handler) inference(b binding) http.Handler {
 	name := b.format.String()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -147,7 +149,8 @@ func (h *Handler) inference(b binding) http.Handler {
 
 // serveInference is inference's work on one request.
 func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b binding) {
-	id := requestid.OrNew(r.Header.Get("X-Request-Id"))
+	sent := r.Header.Get("X-Request-Id")
+	id := requestid.OrNew(sent)
 	w.Header().Set("X-Request-Id", id)
 	headers.DropHopByHop(r.Header) // the matcher sees one name at a time
 	data, err := h.readBody(w, r)
@@ -163,16 +166,17 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 		writeAPIError(w, b.dialect, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
 		return
 	}
-	stream := false
-	if raw, ok := doc.Root().Get("stream"); ok {
-		stream, _ = jsonbody.Bool(raw)
+	stream, err := service.StreamOf(doc)
+	if err != nil {
+		writeAPIError(w, b.dialect, http.StatusBadRequest, err.Error()+" (request_id: "+id+")", "")
+		return
 	}
 	h.metrics.Bytes(metrics.APIREST, "in", len(data))
 	defer h.metrics.Begin(metrics.APIREST, stream)()
 	if !stream {
 		h.holdOpen(w, r)
 	}
-	h.transcode(w, r, b, id, doc, stream)
+	h.transcode(w, r, b, call{id: id, dialect: b.dialect, minted: id != sent}, doc, stream)
 }
 
 // readBody reads the whole body, failing with *http.MaxBytesError past the cap.

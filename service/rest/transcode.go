@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/inproc"
@@ -73,16 +74,20 @@ var jsonContentType = []string{"application/json"}
 // streamError); answerWriter gives a stream's error before its first
 // event the REST front's status and body, and bounds each write of a
 // stream.
-func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, id string, doc *steps.Document, stream bool) {
-	x := &exchange{call: call{id: id, dialect: b.dialect}, body: bodyReader{data: doc.Bytes()}, url: *r.URL}
+func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, c call, doc *steps.Document, stream bool) {
+	x := &exchange{call: c, body: bodyReader{data: doc.Bytes()}, url: *r.URL}
 	x.w = answerWriter{ResponseWriter: w, call: &x.call, stream: stream, h: h}
-	gr := r.WithContext(context.WithValue(inproc.WithParsedBody(r.Context(), doc), callKey{}, &x.call))
+	ctx := inproc.WithParsedBody(r.Context(), doc)
+	if c.minted { // the service sends it on the legs as it is (compat D25)
+		ctx = requestid.WithMinted(ctx)
+	}
+	gr := r.WithContext(context.WithValue(ctx, callKey{}, &x.call))
 	x.url.Path, x.url.RawPath, x.url.RawQuery = b.path, "", ""
 	if stream {
 		x.url.Path = b.streamPath
 	}
 	gr.URL = &x.url
-	gr.Form, gr.PostForm = url.Values{queryEndpoint: b.endpoint, queryRequestID: {id}}, noForm
+	gr.Form, gr.PostForm = url.Values{queryEndpoint: b.endpoint, queryRequestID: {c.id}}, noForm
 	// grpc-gateway would make X-Forwarded-Host the client's Host and add its
 	// address to X-Forwarded-For: the legs carry the client's own values, as
 	// over gRPC (compat §3.4).
@@ -110,6 +115,8 @@ type exchange struct {
 type call struct {
 	id      string
 	dialect apierror.Dialect
+	// minted: the front made id, the client sent none (or an invalid one).
+	minted bool
 	// err is the stream's error when it ended before its first event
 	// (streamError).
 	err error

@@ -17,17 +17,18 @@ import (
 // images already typed (render's generate branch, when configured, checks
 // the body and takes the same values from it). The token IDs' JSON is the
 // body's own token_ids, so no leg encodes them again.
-func NewRequestContext(ctx context.Context, id string, in *coordinatorv1.TokensRequest, stream bool) *steps.RequestContext {
-	body, idsAt, idsEnd := writeTokensBody(nil, id, in, stream)
+func NewRequestContext(ctx context.Context, id, legID string, in *coordinatorv1.TokensRequest, stream bool) *steps.RequestContext {
+	body, idsAt, idsEnd := writeTokensBody(nil, legID, in, stream)
 	return &steps.RequestContext{
-		RequestID:  id,
-		Format:     steps.FormatGenerate,
-		Header:     forwardedHeaders(ctx),
-		Body:       body,
-		Model:      in.GetModel(),
-		Stream:     stream,
-		Tokens:     steps.NewTokensEncoded(in.GetTokenIds(), body[idsAt:idsEnd:idsEnd]),
-		Multimodal: multimodalEntries(in.GetFeatures()),
+		RequestID:    id,
+		LegRequestID: legID,
+		Format:       steps.FormatGenerate,
+		Header:       forwardedHeaders(ctx),
+		Body:         body,
+		Model:        in.GetModel(),
+		Stream:       stream,
+		Tokens:       steps.NewTokensEncoded(in.GetTokenIds(), body[idsAt:idsEnd:idsEnd]),
+		Multimodal:   multimodalEntries(in.GetFeatures()),
 	}
 }
 

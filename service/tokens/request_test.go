@@ -133,7 +133,7 @@ func TestNewTokensContext(t *testing.T) {
 		MmPlaceholders: []*coordinatorv1.Placeholder{{Offset: 1, Length: 1}, {Offset: 2, Length: 2}},
 		KwargsData:     []*coordinatorv1.KwargsItem{{Data: proto.String("T")}, {}},
 	}}
-	rc := NewRequestContext(ctx, "id-1", in, true)
+	rc := NewRequestContext(ctx, "id-1", "id-1", in, true)
 	assert.Equal(t, "id-1", rc.RequestID)
 	assert.Equal(t, steps.FormatGenerate, rc.Format)
 	assert.Equal(t, "m", rc.Model)
@@ -146,7 +146,7 @@ func TestNewTokensContext(t *testing.T) {
 		{Index: 1, Hash: "hb", KwargsData: []byte(`null`), Placeholder: steps.Placeholder{Offset: 2, Length: 2}},
 	}, rc.Multimodal)
 
-	rc = NewRequestContext(context.Background(), "id-2", &coordinatorv1.TokensRequest{Model: "m", TokenIds: []uint32{1}}, false)
+	rc = NewRequestContext(context.Background(), "id-2", "id-2", &coordinatorv1.TokensRequest{Model: "m", TokenIds: []uint32{1}}, false)
 	assert.False(t, rc.Stream)
 	assert.Nil(t, rc.Multimodal)
 }

@@ -55,6 +55,22 @@ func TestCheckResponses(t *testing.T) {
 		{"store true", `{"input":"hi","store":true}`, `"store": true is not supported`},
 		{"previous response", `{"input":"hi","previous_response_id":"resp_1"}`, `"previous_response_id" is not supported`},
 		{"background", `{"input":"hi","background":true}`, `"background": true is not supported`},
+		// vLLM's pydantic reads these as true: the coordinator must too.
+		{"store string true", `{"input":"hi","store":"true"}`, `"store": true is not supported`},
+		{"store one", `{"input":"hi","store":1}`, `"store": true is not supported`},
+		{"store yes", `{"input":"hi","store":"YES"}`, `"store": true is not supported`},
+		{"store on", `{"input":"hi","store":"on"}`, `"store": true is not supported`},
+		{"background string true", `{"input":"hi","background":"True"}`, `"background": true is not supported`},
+		{"background one", `{"input":"hi","background":1.0}`, `"background": true is not supported`},
+		{"background y", `{"input":"hi","background":"y"}`, `"background": true is not supported`},
+		// vLLM refuses these: so does the coordinator, naming the field.
+		{"store two", `{"input":"hi","store":2}`, `"store" must be a boolean`},
+		{"store word", `{"input":"hi","store":"maybe"}`, `"store" must be a boolean`},
+		{"background array", `{"input":"hi","background":[]}`, `"background" must be a boolean`},
+		// false-like values pass
+		{"store string false", `{"input":"hi","store":"false","background":"no"}`, ""},
+		{"store zero", `{"input":"hi","store":0,"background":0,"previous_response_id":null}`, ""},
+		{"store null", `{"input":"hi","store":null,"background":null}`, ""},
 		{"no input", `{"model":"m"}`, "input is required"},
 		{"null input", `{"input":null}`, "input is required"},
 		{"input number", `{"input":3}`, "input must be an array"},
@@ -102,5 +118,34 @@ func TestCheckLeavesOtherFormats(t *testing.T) {
 	t.Parallel()
 	for _, f := range []legs.Format{legs.FormatChat, legs.FormatCompletions, legs.FormatGenerate} {
 		assert.NoError(t, check(t, f, `{"store":true,"input":3,"messages":1}`), f.String())
+	}
+}
+
+func TestUnstored(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, body, want string
+		f                legs.Format
+	}{
+		{"missing store", `{"input":"hi"}`, `{"input":"hi","store":false}`, legs.FormatResponses},
+		{"null store", `{"store":null,"input":"hi"}`, `{"store":false,"input":"hi"}`, legs.FormatResponses},
+		{"false-like store", `{"store":"no","input":"hi"}`, `{"store":false,"input":"hi"}`, legs.FormatResponses},
+		{"zero store", `{"store":0, "input":"hi"}`, `{"store":false,"input":"hi"}`, legs.FormatResponses},
+		{"false kept as sent", `{ "store" : false , "input":"hi"}`, `{ "store" : false , "input":"hi"}`, legs.FormatResponses},
+		{"chat has no store", `{"messages":[]}`, `{"messages":[]}`, legs.FormatChat},
+		{"messages has no store", `{"messages":[]}`, `{"messages":[]}`, legs.FormatMessages},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			root, err := jsonbody.ParseObject([]byte(tt.body))
+			require.NoError(t, err)
+			Unstored(root, tt.f)
+			if tt.want == tt.body {
+				assert.False(t, root.Edited(), "a body that needs no change goes on as sent")
+				return
+			}
+			assert.Equal(t, tt.want, string(root.AppendTo(nil)))
+		})
 	}
 }

@@ -7,10 +7,12 @@ import (
 
 // checkResponses checks a Responses body:
 //
-//   - stateless: "store": true, a "previous_response_id" and "background":
-//     true are refused (the coordinator keeps no response to retrieve or
+//   - stateless: "store" and "background" true (as vLLM reads a flag:
+//     legs.Flag, so "true", 1 or "yes" too), and a "previous_response_id"
+//     are refused (the coordinator keeps no response to retrieve or
 //     continue; a worker behind the gateway would keep it on one pod of
-//     many). A missing "store" is served as false.
+//     many). A value vLLM would refuse is refused too. A missing "store",
+//     which vLLM takes as true, is served as false (see Unstored).
 //   - "input" is required: a string, or an array of at most MaxItems
 //     objects; an item with a "role" (a message) has a "content" that is a
 //     string or an array of at most MaxItems content parts, each an object
@@ -18,18 +20,14 @@ import (
 //     present, is a string.
 //   - "max_output_tokens", when set, is an integer of at least 1.
 func checkResponses(root *jsonbody.Object) error {
-	if raw, ok := root.Get("store"); ok {
-		if v, _ := jsonbody.Bool(raw); v {
-			return legs.Invalidf(`"store": true is not supported: the coordinator is stateless (send "store": false)`)
-		}
+	if store, err := legs.Flag(root, "store"); err != nil || store {
+		return orInvalid(err, `"store": true is not supported: the coordinator is stateless (send "store": false)`)
 	}
 	if raw, ok := root.Get("previous_response_id"); ok && !jsonbody.IsNull(raw) {
 		return legs.Invalidf(`"previous_response_id" is not supported: the coordinator is stateless (send the conversation in "input")`)
 	}
-	if raw, ok := root.Get("background"); ok {
-		if v, _ := jsonbody.Bool(raw); v {
-			return legs.Invalidf(`"background": true is not supported: the coordinator is stateless`)
-		}
+	if background, err := legs.Flag(root, "background"); err != nil || background {
+		return orInvalid(err, `"background": true is not supported: the coordinator is stateless`)
 	}
 	if err := positiveInt(root, "max_output_tokens", false); err != nil {
 		return err
@@ -42,6 +40,31 @@ func checkResponses(root *jsonbody.Object) error {
 		return nil
 	}
 	return eachObject(raw, "input", checkResponsesItem)
+}
+
+// orInvalid is err, else a client error with msg.
+func orInvalid(err error, msg string) error {
+	if err != nil {
+		return err
+	}
+	return legs.Invalidf("%s", msg)
+}
+
+// Unstored makes root, a Responses body the coordinator serves, say
+// "store": false to every leg: vLLM stores a response unless told not to
+// (its "store" defaults to true), and a response kept on one worker of
+// many, which no later request can reach through the coordinator, only
+// costs that worker memory. A body that says false already is left as it
+// is; null or a false-like value ("no", 0) becomes false. Other formats,
+// which have no "store", pass. Call it after Check.
+func Unstored(root *jsonbody.Object, f legs.Format) {
+	if f != legs.FormatResponses {
+		return
+	}
+	if raw, ok := root.Get("store"); ok && string(raw) == "false" {
+		return
+	}
+	root.Set("store", []byte("false"))
 }
 
 // responsesPartTypes are the content part types of a Responses message.

@@ -90,7 +90,7 @@ func ReadPromptAsk(obj *jsonbody.Object, f legs.Format, stream bool) (PromptAsk,
 // prompt_logprobs defaults to logprobs).
 func echoWithLogprobs(obj *jsonbody.Object) bool {
 	echo, _ := obj.Get(keyEcho)
-	if on, _ := jsonbody.Bool(echo); !on {
+	if on, _ := jsonbody.Flag(echo); !on { // as vLLM reads it: "true", 1, "yes"
 		return false
 	}
 	lp, ok := obj.Get(keyLogprobs)
