@@ -40,13 +40,16 @@ type Coordinator struct {
 	// trustTransfer keeps a client's transfer params
 	// (server.trust_client_transfer_params).
 	trustTransfer bool
+	// trusted are the routing headers a client may set
+	// (server.trusted_routing_headers).
+	trusted headers.Trusted
 }
 
 // NewCoordinator builds the service for cfg's body size cap and trust of
 // client transfer params.
 func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg config.Config) *Coordinator {
 	return &Coordinator{pipeline: p, metrics: m, log: log, maxBody: cfg.Server.MaxRequestBodyBytes(),
-		trustTransfer: cfg.Server.TrustClientTransferParams}
+		trustTransfer: cfg.Server.TrustClientTransferParams, trusted: headers.NewTrusted(cfg.Server.TrustedRoutingHeaders...)}
 }
 
 // requestContext is newRequestContext for a body within
@@ -60,8 +63,12 @@ func (c *Coordinator) requestContext(ctx context.Context, id string, in *coordin
 		return nil, status.Errorf(codes.ResourceExhausted, "request body too large: %d bytes, the limit is %d (request_id: %s)", n, c.maxBody, id)
 	}
 	rc, err := newRequestContext(ctx, id, in)
-	if err != nil || c.trustTransfer {
-		return rc, err
+	if err != nil {
+		return nil, err
+	}
+	rc.Header = c.forwardedHeaders(ctx, id, rc.Format.String())
+	if c.trustTransfer {
+		return rc, nil
 	}
 	if dropped := rc.Doc.DropTransferParams(); dropped != nil {
 		TransferParamsDropped(ctx, c.metrics, c.log, id, apiOf(ctx), rc.Format.String(), dropped)
@@ -238,8 +245,8 @@ func requestID(ctx context.Context, fromMessage string) string {
 
 // newRequestContext parses the body into the request's document, unless
 // the REST front did (WithParsedBody), reads what the service needs from
-// it (top-level "model" and "stream") and the forwarded headers from the
-// call metadata.
+// it (top-level "model" and "stream"); the caller adds the forwarded
+// headers.
 func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, error) {
 	format := FormatOf(in.GetEndpoint())
 	doc := inproc.ParsedBody(ctx, in.GetJson(), format)
@@ -261,7 +268,6 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 	rc := &steps.RequestContext{
 		RequestID: id,
 		Format:    format,
-		Header:    forwardedHeaders(ctx),
 		Body:      in.GetJson(),
 		Doc:       doc,
 	}
@@ -292,12 +298,6 @@ func FormatOf(e coordinatorv1.Endpoint) steps.Format {
 	default:
 		return steps.FormatGenerate
 	}
-}
-
-// forwardedHeaders is the call metadata every leg carries as headers.
-func forwardedHeaders(ctx context.Context) headers.Forwarded {
-	md, _ := metadata.FromIncomingContext(ctx)
-	return headers.FromMetadata(md)
 }
 
 var _ coordinatorv1.CoordinatorServiceServer = (*Coordinator)(nil)

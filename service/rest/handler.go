@@ -40,10 +40,13 @@ type Handler struct {
 	// trustTransfer relays a client's transfer params on passthrough paths
 	// (server.trust_client_transfer_params).
 	trustTransfer bool
-	ready         *admission.Readiness
-	metrics       *metrics.Metrics
-	queued        steps.RequestStore // nil without a step keeping queued requests (requests.go)
-	holder        steps.Holder       // nil: no request is held open (requests.go)
+	// trusted are the routing headers a client may set
+	// (server.trusted_routing_headers).
+	trusted headers.Trusted
+	ready   *admission.Readiness
+	metrics *metrics.Metrics
+	queued  steps.RequestStore // nil without a step keeping queued requests (requests.go)
+	holder  steps.Holder       // nil: no request is held open (requests.go)
 	// streamWriteTimeout bounds each write of a stream (transcode.go); 0: none.
 	streamWriteTimeout time.Duration
 	pass               *passthrough // nil without a gateway to relay to (passthrough.go)
@@ -148,6 +151,9 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 	id := requestid.OrNew(r.Header.Get("X-Request-Id"))
 	w.Header().Set("X-Request-Id", id)
 	headers.DropHopByHop(r.Header) // the matcher sees one name at a time
+	if refuseCoded(w, r, b.dialect, id) {
+		return
+	}
 	data, err := h.readBody(w, r)
 	if err != nil {
 		code, msg := bodyFailure(err)
