@@ -23,7 +23,7 @@ type gatewayLog struct {
 	body [][]byte
 }
 
-func startGatewayLog(t *testing.T) (string, *gatewayLog) {
+func startGatewayLog(t testing.TB) (string, *gatewayLog) {
 	t.Helper()
 	l := &gatewayLog{}
 	gw, _ := startGateway(t, func(w http.ResponseWriter, r *http.Request) {

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/health"
 
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
@@ -39,34 +40,42 @@ type passOptions struct {
 	writeTimeout  time.Duration
 	readTimeout   time.Duration
 	admission     *admission.Controller
+	service       coordinatorv1.CoordinatorServiceClient // nil: none, for tests that reach no served route
 }
 
 // startPassFront serves a Handler (no CoordinatorService behind it) whose
 // passthrough relays to gatewayURL.
 func startPassFront(t *testing.T, gatewayURL string, o passOptions) *passFront {
 	t.Helper()
-	if o.maxBody == 0 {
-		o.maxBody = 1 << 20
-	}
-	m := metrics.New()
-	h, err := NewHandler(context.Background(), nil, o.maxBody, admission.NewReadiness(health.NewServer()), m)
-	require.NoError(t, err)
-	gw, err := upstream.New(upstream.Options{Address: gatewayURL, ResponseHeaderTimeout: o.headerTimeout})
-	require.NoError(t, err)
-	t.Cleanup(gw.Close)
-	h.streamWriteTimeout = o.writeTimeout
-	h.ServePassthrough(gw, o.admission, slog.New(slog.DiscardHandler))
+	h := newPassHandler(t, gatewayURL, o)
 	front := httptest.NewUnstartedServer(h)
 	front.Config.ReadTimeout = o.readTimeout
 	front.Start()
 	t.Cleanup(front.Close)
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)
-	return &passFront{url: front.URL, metrics: m, client: client}
+	return &passFront{url: front.URL, metrics: h.metrics, client: client}
+}
+
+// newPassHandler is a Handler (no CoordinatorService behind it) whose
+// passthrough relays to gatewayURL.
+func newPassHandler(t testing.TB, gatewayURL string, o passOptions) *Handler {
+	t.Helper()
+	if o.maxBody == 0 {
+		o.maxBody = 1 << 20
+	}
+	h, err := NewHandler(context.Background(), o.service, o.maxBody, admission.NewReadiness(health.NewServer()), metrics.New())
+	require.NoError(t, err)
+	gw, err := upstream.New(upstream.Options{Address: gatewayURL, ResponseHeaderTimeout: o.headerTimeout})
+	require.NoError(t, err)
+	t.Cleanup(gw.Close)
+	h.streamWriteTimeout = o.writeTimeout
+	h.ServePassthrough(gw, o.admission, slog.New(slog.DiscardHandler))
+	return h
 }
 
 // startGateway serves handler as the gateway and counts its requests.
-func startGateway(t *testing.T, handler http.HandlerFunc) (string, *atomic.Int32) {
+func startGateway(t testing.TB, handler http.HandlerFunc) (string, *atomic.Int32) {
 	t.Helper()
 	var hits atomic.Int32
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
