@@ -204,7 +204,7 @@ type Gateway struct {
 	// UserAgent is the User-Agent of the legs of a request whose client
 	// sent none (coordinator extension): a leg carries the client's own,
 	// a gRPC client's without the "grpc-go/…" product grpc-go appends.
-	// Key gateway.user_agent, default "coordinator", env
+	// Key gateway.user_agent, default "coordinator" (also when empty), env
 	// COORDINATOR_GATEWAY_USER_AGENT.
 	UserAgent string `param:"user_agent"`
 }
@@ -399,14 +399,14 @@ func (g Gateway) validate() error {
 }
 
 // validUserAgent reports whether ua can be a header value: printable
-// ASCII, not empty.
+// ASCII ("" means the default).
 func validUserAgent(ua string) bool {
 	for i := 0; i < len(ua); i++ {
 		if ua[i] < 0x20 || ua[i] > 0x7e {
 			return false
 		}
 	}
-	return ua != ""
+	return true
 }
 
 // keyed is a duration and its key, for positive.

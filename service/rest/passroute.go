@@ -42,7 +42,7 @@ var formRoutes = map[string]bool{"/v1/audio/transcriptions": true, "/v1/audio/tr
 // will route it.
 func refusePath(r *http.Request) (int, string) {
 	escaped, decoded := r.URL.EscapedPath(), r.URL.Path
-	if i := strings.Index(strings.ToLower(escaped), "%2f"); i >= 0 {
+	if strings.Contains(strings.ToLower(escaped), "%2f") {
 		return http.StatusBadRequest, "path " + escaped + " is not relayed: it holds an encoded \"/\""
 	}
 	if !canonical(decoded) {

@@ -218,4 +218,15 @@ func TestPassthroughRoutingAndBodyHeaders(t *testing.T) {
 	assert.Eventually(t, func() bool {
 		return counter(t, f.metrics, "coordinator_client_routing_headers_dropped_total", map[string]string{"api": "rest", "endpoint": "passthrough"}) == 2
 	}, 5*time.Second, time.Millisecond)
+
+	// server.trusted_routing_headers lets the names it lists through.
+	trusting := startPassFront(t, gw, passOptions{trusted: []string{"x-llm-d-slo-ttft-ms"}})
+	req := newRequest(t, http.MethodGet, trusting.url+"/v1/models", nil)
+	req.Header.Set("X-Llm-D-Slo-Ttft-Ms", "1")
+	req.Header.Set("X-Gateway-Model-Name", "m2")
+	resp, answer := trusting.do(t, req)
+	require.Equal(t, http.StatusNoContent, resp.StatusCode, answer)
+	r, _ := log.last(t)
+	assert.Equal(t, []string{"1"}, r.Header.Values("X-Llm-D-Slo-Ttft-Ms"))
+	assert.Empty(t, r.Header.Values("X-Gateway-Model-Name"))
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/health"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
@@ -41,6 +42,7 @@ type passOptions struct {
 	readTimeout   time.Duration
 	admission     *admission.Controller
 	service       coordinatorv1.CoordinatorServiceClient // nil: none, for tests that reach no served route
+	trusted       []string                               // server.trusted_routing_headers
 }
 
 // startPassFront serves a Handler (no CoordinatorService behind it) whose
@@ -70,6 +72,7 @@ func newPassHandler(t testing.TB, gatewayURL string, o passOptions) *Handler {
 	require.NoError(t, err)
 	t.Cleanup(gw.Close)
 	h.streamWriteTimeout = o.writeTimeout
+	h.trusted = headers.NewTrusted(o.trusted...)
 	h.ServePassthrough(gw, o.admission, slog.New(slog.DiscardHandler))
 	return h
 }
