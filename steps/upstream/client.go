@@ -331,6 +331,7 @@ func (c *Client) newRequest(ctx, legCtx context.Context, r *Request, span trace.
 // client's User-Agent under its canonical name (net/http would send its
 // own beside a lowercase one), else the configured one.
 func (c *Client) setUserAgent(h http.Header) {
+	//lint:ignore SA1008 headers.Forwarded writes lowercase names
 	ua, ok := h["user-agent"]
 	if !ok || len(ua) == 0 || ua[0] == "" {
 		ua = c.userAgent
