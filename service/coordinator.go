@@ -51,13 +51,17 @@ type Coordinator struct {
 	// clientIDOnLegs sends the client's request id on the legs as it is
 	// (server.client_request_id_on_legs).
 	clientIDOnLegs bool
+	// trusted are the routing headers a client may set
+	// (server.trusted_routing_headers).
+	trusted headers.Trusted
 }
 
 // NewCoordinator builds the service for cfg's body size cap and trust of
 // client transfer params.
 func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg config.Config) *Coordinator {
 	return &Coordinator{pipeline: p, metrics: m, log: log, maxBody: cfg.Server.MaxRequestBodyBytes(), limits: cfg.Server.DocumentLimits(),
-		trustTransfer: cfg.Server.TrustClientTransferParams, clientIDOnLegs: cfg.Server.ClientRequestIDOnLegs}
+		trustTransfer: cfg.Server.TrustClientTransferParams, clientIDOnLegs: cfg.Server.ClientRequestIDOnLegs,
+		trusted: headers.NewTrusted(cfg.Server.TrustedRoutingHeaders...)}
 }
 
 // requestContext is newRequestContext for a body within
@@ -75,6 +79,7 @@ func (c *Coordinator) requestContext(ctx context.Context, id, legID string, in *
 	if err != nil {
 		return rc, err
 	}
+	rc.Header = c.forwardedHeaders(ctx, id, rc.Format.String())
 	rc.LegRequestID = legID
 	if n := rc.Doc.DropMediaUUIDs(); n > 0 {
 		c.log.InfoContext(ctx, "client media uuids dropped", "request_id", id, "api", apiOf(ctx), "endpoint", rc.Format.String(), "parts", n)
@@ -306,7 +311,6 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 	rc := &steps.RequestContext{
 		RequestID: id,
 		Format:    format,
-		Header:    forwardedHeaders(ctx),
 		Body:      in.GetJson(),
 		Doc:       doc,
 	}
@@ -360,12 +364,6 @@ func FormatOf(e coordinatorv1.Endpoint) steps.Format {
 	default:
 		return steps.FormatGenerate
 	}
-}
-
-// forwardedHeaders is the call metadata every leg carries as headers.
-func forwardedHeaders(ctx context.Context) headers.Forwarded {
-	md, _ := metadata.FromIncomingContext(ctx)
-	return headers.FromMetadata(md)
 }
 
 var _ coordinatorv1.CoordinatorServiceServer = (*Coordinator)(nil)

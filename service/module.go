@@ -59,6 +59,7 @@ func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, relo
 		StreamIdleTimeout:     cfg.Gateway.StreamIdleTimeout,
 		Retry:                 cfg.Gateway.Retry,
 		TLS:                   tlsConfig,
+		UserAgent:             cfg.Gateway.UserAgent,
 	})
 	if err != nil {
 		return nil, err

@@ -94,7 +94,28 @@ var hostileHeaders = map[string]string{
 	"Expect":              "100-continue",
 	"Accept-Encoding":     "gzip",
 	"X-Coordinator-Phase": "prefill",
+	// the routing namespace is the coordinator's (compat D24)
+	"X-Gateway-Destination-Endpoint":        "169.254.169.254:80",
+	"X-Gateway-Destination-Endpoint-Subset": "10.0.0.9:8000",
+	"X-Gateway-Model-Name":                  "other-tenant-model",
+	"X-Prefiller-Host-Port":                 "10.0.0.8:8000",
+	"X-Llm-D-Slo-Ttft-Ms":                   "1",
+	"X-Data-Parallel-Rank":                  "3",
+	// they describe the client's body, not the leg's
+	"Digest":         "sha-256=X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=",
+	"Content-Md5":    "Q2hlY2sgSW50ZWdyaXR5IQ==",
+	"Repr-Digest":    "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:",
+	"Content-Digest": "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:",
+	"Content-Range":  "bytes 0-1/2",
 }
+
+// bodyHeaders are the hostile headers a passthrough leg whose body is the
+// client's as sent (here: none) carries as they came.
+var bodyHeaders = []string{"Digest", "Content-Md5", "Repr-Digest", "Content-Digest", "Content-Range"}
+
+// clientUserAgent is the User-Agent of the raw REST client: every leg of
+// its requests carries it.
+const clientUserAgent = "e2e-client/1.0"
 
 // keptHeaders are client headers every leg carries as they came.
 var keptHeaders = map[string]string{
@@ -130,6 +151,7 @@ func TestClientHeadersNeverReachALeg(t *testing.T) {
 		status := rawPost(t, restAddr, "/v1/chat/completions", "rest-chunked", imageChat("What is in this chunked picture?"), true)
 		require.Equal(t, http.StatusOK, status)
 		checkLegs(t, ear.of("rest-chunked"), pipelineLegs, hosts, gwHost)
+		checkUserAgent(t, ear.of("rest-chunked"), clientUserAgent)
 	})
 	t.Run("REST with Content-Length", func(t *testing.T) {
 		t.Parallel()
@@ -142,12 +164,14 @@ func TestClientHeadersNeverReachALeg(t *testing.T) {
 		status := rawPost(t, restAddr, "/v1/chat/completions", "rest-stream", strings.Replace(imageChat("What is in this streamed picture?"), `{"model"`, `{"stream":true,"model"`, 1), false)
 		require.Equal(t, http.StatusOK, status)
 		checkLegs(t, ear.of("rest-stream"), pipelineLegs, hosts, gwHost)
+		checkUserAgent(t, ear.of("rest-stream"), clientUserAgent)
 	})
 	t.Run("REST passthrough", func(t *testing.T) {
 		t.Parallel()
 		status := rawRequest(t, restAddr, http.MethodGet, "/v1/models", "rest-pass", "", false)
 		require.Equal(t, http.StatusOK, status)
 		checkLegs(t, ear.of("rest-pass"), []string{"passthrough"}, hosts, gwHost)
+		checkUserAgent(t, ear.of("rest-pass"), clientUserAgent)
 	})
 	t.Run("gRPC", func(t *testing.T) {
 		t.Parallel()
@@ -164,11 +188,16 @@ func TestClientHeadersNeverReachALeg(t *testing.T) {
 		md.Append("content-length", "1")
 		md.Append("transfer-encoding", "chunked")
 		md.Append("trailer", "X-Trailer")
+		md.Append("content-encoding", "gzip")
 		ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(context.Background(), md), 10*time.Second)
 		defer cancel()
 		_, err := coordinatorv1.NewCoordinatorServiceClient(st.conn).Generate(ctx, chatRequest("grpc-headers", imageChat("What is in this gRPC picture?")))
 		require.NoError(t, err)
 		checkLegs(t, ear.of("grpc-headers"), pipelineLegs, hosts, gwHost)
+		checkUserAgent(t, ear.of("grpc-headers"), "coordinator") // grpc-go's own is not the client's
+		for _, l := range ear.of("grpc-headers") {
+			assert.Empty(t, l.header.Values("Content-Encoding"), "Content-Encoding reached the %s leg", l.kind)
+		}
 	})
 	t.Run("gRPC Connection is refused by the transport", func(t *testing.T) {
 		t.Parallel()
@@ -200,6 +229,10 @@ func checkLegs(t *testing.T, legs []heardLeg, kinds []string, hosts map[string]s
 			for name := range hostileHeaders {
 				if name == "Epp-Profile" || name == "Prefer" || name == "Connection" {
 					continue // the coordinator's own values are checked below
+				}
+				if l.kind == "passthrough" && slices.Contains(bodyHeaders, name) {
+					assert.Equal(t, []string{hostileHeaders[name]}, l.header.Values(name), "a body as sent keeps %s", name)
+					continue
 				}
 				assert.Empty(t, l.header.Values(name), "%s reached the %s leg", name, l.kind)
 			}
@@ -235,6 +268,14 @@ func checkLegs(t *testing.T, legs []heardLeg, kinds []string, hosts map[string]s
 	}
 }
 
+// checkUserAgent checks that each leg carries want as its only User-Agent.
+func checkUserAgent(t *testing.T, legs []heardLeg, want string) {
+	t.Helper()
+	for _, l := range legs {
+		assert.Equal(t, []string{want}, l.header.Values("User-Agent"), "the %s leg's User-Agent", l.kind)
+	}
+}
+
 // rawPost sends body to path as a client writing its own request would,
 // with every hostile and kept header, Host: evil.example, and either
 // chunked framing (Transfer-Encoding and a Trailer) or Content-Length.
@@ -252,7 +293,7 @@ func rawRequest(t *testing.T, addr, method, path, id, body string, chunked bool)
 	require.NoError(t, conn.SetDeadline(time.Now().Add(20*time.Second)))
 
 	var req strings.Builder
-	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\nHost: evil.example\r\nX-Request-Id: %s\r\n", method, path, id)
+	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\nHost: evil.example\r\nX-Request-Id: %s\r\nUser-Agent: %s\r\n", method, path, id, clientUserAgent)
 	for k, v := range hostileHeaders {
 		fmt.Fprintf(&req, "%s: %s\r\n", k, v)
 	}

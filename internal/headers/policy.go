@@ -3,6 +3,7 @@ package headers
 import (
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc/metadata"
@@ -18,70 +19,206 @@ import (
 //	any relayed answer ──DropHopByHop──▶ client
 
 // notForwarded are the client headers no leg receives besides the
-// hop-by-hop ones (isHopByHop): headers the HTTP client sets itself, and
-// headers the coordinator owns.
+// hop-by-hop ones (isHopByHop) and the routing ones (Routing): headers the
+// HTTP client sets itself, those describing a body the coordinator writes
+// itself, and headers the coordinator owns.
 var notForwarded = map[string]bool{
 	// set per leg by the client
 	"host": true, "content-length": true, "content-type": true, "expect": true,
-	// owned by the coordinator: a client must not choose the phase (EPP-Profile),
-	// make a leg conditional (Prefer, decision D6) or pick the id legs carry.
-	"epp-profile": true, "prefer": true, "x-request-id": true,
+	// the client's body, not the leg's (bodyHeaders)
+	"content-encoding": true, "content-range": true, "digest": true, "content-md5": true,
+	"repr-digest": true, "content-digest": true,
+	// owned by the coordinator: a client must not pick the id legs carry.
+	"x-request-id": true,
 	// legs are uncompressed: a gzip answer could not be relayed as is.
 	"accept-encoding": true,
 }
+
+// bodyHeaders describe the client's body as it came: a relayed body that
+// the coordinator did not rewrite carries them (Passthrough), no other leg
+// does.
+var bodyHeaders = [...]string{"content-encoding", "content-range", "digest", "content-md5", "repr-digest", "content-digest"}
 
 // internalPrefix starts the names of headers reserved to the coordinator
 // for its own signals to workers: a client's never reaches a leg.
 const internalPrefix = "x-coordinator-"
 
 // Forwardable reports whether a client header (any case) may reach a leg,
-// leaving aside the headers a Connection header names (see DropHopByHop).
+// leaving aside the headers a Connection header names (see DropHopByHop)
+// and the routing headers a Trusted set lets through.
 func Forwardable(name string) bool {
 	lk := strings.ToLower(name)
-	return !notForwarded[lk] && !isHopByHop(lk) && !strings.HasPrefix(lk, internalPrefix)
+	return !notForwarded[lk] && !isHopByHop(lk) && !strings.HasPrefix(lk, internalPrefix) && !routing(lk)
+}
+
+// Routing reports whether a header (any case) is in the routing namespace
+// the coordinator owns (compat D24): the gateway's and llm-d's steering
+// headers (x-gateway-*, x-llm-d-*, x-*-host-port, x-data-parallel-rank),
+// EPP-Profile (each leg's phase) and Prefer (decision D6: only
+// conditional-decode makes a leg conditional). A client's never reaches a
+// leg, the render service or the passthrough, unless Trusted names it.
+func Routing(name string) bool { return routing(strings.ToLower(name)) }
+
+func routing(lk string) bool {
+	switch lk {
+	case "epp-profile", "prefer", "x-data-parallel-rank":
+		return true
+	}
+	return strings.HasPrefix(lk, "x-gateway-") || strings.HasPrefix(lk, "x-llm-d-") ||
+		len(lk) > len("x--host-port") && strings.HasPrefix(lk, "x-") && strings.HasSuffix(lk, "-host-port")
+}
+
+// Trustable reports whether a Trusted set may name a header: a routing
+// header other than EPP-Profile and Prefer, which each leg sets itself.
+func Trustable(name string) bool {
+	lk := strings.ToLower(name)
+	return routing(lk) && lk != "epp-profile" && lk != "prefer"
+}
+
+// Trusted is the set of routing headers a client may set after all
+// (server.trusted_routing_headers): they reach the legs as other client
+// headers do. The zero value trusts none.
+type Trusted struct {
+	m map[string]bool
+}
+
+// NewTrusted trusts names (any case); a name that is not Trustable is
+// ignored (config validation refuses it).
+func NewTrusted(names ...string) Trusted {
+	t := Trusted{m: make(map[string]bool, len(names))}
+	for _, name := range names {
+		if Trustable(name) {
+			t.m[strings.ToLower(name)] = true
+		}
+	}
+	return t
+}
+
+// admits sorts a client header (lowercase name) that is not Forwardable:
+// pass when t trusts it, routing when it is a routing header t does not
+// trust (dropped, and reported).
+func (t Trusted) admits(lk string) (pass, isRouting bool) {
+	if !routing(lk) {
+		return false, false
+	}
+	return t.m[lk], !t.m[lk]
 }
 
 // FromHTTP returns the client headers every leg carries: the first value
-// of each Forwardable header less those in's Connection header names. in
-// is not modified; the result shares its values.
-func FromHTTP(in http.Header) Forwarded {
+// of each Forwardable header, and of each routing header t trusts, less
+// those in's Connection header names; and the routing headers it dropped
+// (lowercase, sorted; nil for none). in is not modified; the result shares
+// its values.
+func FromHTTP(in http.Header, t Trusted) (Forwarded, []string) {
 	out := Forwarded{m: make(map[string][]string, len(in))}
+	var dropped []string
 	for k, v := range in {
 		if len(v) == 0 {
 			continue
 		}
-		if lk := strings.ToLower(k); Forwardable(lk) {
+		lk := strings.ToLower(k)
+		if Forwardable(lk) {
 			out.set(lk, v[:1:1])
+			continue
+		}
+		switch pass, isRouting := t.admits(lk); {
+		case pass:
+			out.set(lk, v[:1:1])
+		case isRouting:
+			dropped = append(dropped, lk)
 		}
 	}
 	for _, name := range connectionOptions(in) {
 		out.Del(name)
 	}
-	return out
+	slices.Sort(dropped)
+	return out, dropped
 }
 
 // Passthrough is what a relayed request on an unregistered path carries of
 // the client's headers: those of FromHTTP plus its Content-Type (the body
-// is the client's own).
-func Passthrough(in http.Header) Forwarded {
-	f := FromHTTP(in)
+// is the client's own), and, when the body goes byte for byte as it came
+// (asSent), the headers describing it (Content-Encoding, Digest, ...); and
+// the routing headers it dropped.
+func Passthrough(in http.Header, t Trusted, asSent bool) (Forwarded, []string) {
+	f, dropped := FromHTTP(in, t)
 	if ct := in.Get("Content-Type"); ct != "" {
 		f.set("content-type", []string{ct})
 	}
-	return f
+	if asSent {
+		for _, name := range bodyHeaders {
+			if v := in.Values(name); len(v) > 0 {
+				f.set(name, v[:1:1])
+			}
+		}
+	}
+	return f, dropped
 }
 
+// Encoded reports whether a request's Content-Encoding values say its body
+// is coded (anything but identity): the coordinator does not decode
+// request bodies, so one it must parse is refused.
+func Encoded(h http.Header) bool {
+	for _, v := range h.Values("Content-Encoding") {
+		for coding := range strings.SplitSeq(v, ",") {
+			if c := textproto.TrimString(coding); c != "" && !strings.EqualFold(c, "identity") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// userAgentKey is the call metadata key a REST client's User-Agent travels
+// under into the in-process gRPC call (grpc-gateway's own spelling): the
+// call's user-agent is the in-process channel's.
+const userAgentKey = "grpcgateway-user-agent"
+
 // FromMetadata returns the call metadata every leg carries as headers:
-// the first value of each Forwardable key that is not gRPC's own.
-func FromMetadata(md metadata.MD) Forwarded {
+// the first value of each Forwardable key that is not gRPC's own, of each
+// routing key t trusts, and the client's User-Agent (userAgent); and the
+// routing keys it dropped (sorted; nil for none).
+func FromMetadata(md metadata.MD, t Trusted) (Forwarded, []string) {
 	out := Forwarded{m: make(map[string][]string, len(md))}
+	var dropped []string
 	for k, v := range md {
-		if len(v) == 0 || grpcOwned(k) || !Forwardable(k) {
+		if len(v) == 0 || grpcOwned(k) || k == userAgentKey {
 			continue
 		}
-		out.set(k, v[:1:1])
+		if Forwardable(k) {
+			out.set(k, v[:1:1])
+			continue
+		}
+		switch pass, isRouting := t.admits(k); {
+		case pass:
+			out.set(k, v[:1:1])
+		case isRouting:
+			dropped = append(dropped, k)
+		}
 	}
-	return out
+	if ua := userAgent(md); ua != "" {
+		out.set("user-agent", []string{ua})
+	}
+	slices.Sort(dropped)
+	return out, dropped
+}
+
+// userAgent is the client's User-Agent in call metadata: a REST client's
+// (userAgentKey), else the gRPC client's less the "grpc-go/…" product
+// grpc-go appends to every client's; "" when that leaves nothing.
+func userAgent(md metadata.MD) string {
+	if v := md[userAgentKey]; len(v) > 0 {
+		return v[0]
+	}
+	v := md["user-agent"]
+	if len(v) == 0 {
+		return ""
+	}
+	ua := v[0]
+	if i := strings.LastIndex(ua, "grpc-go/"); i >= 0 && !strings.Contains(ua[i:], " ") && (i == 0 || ua[i-1] == ' ') {
+		ua = ua[:i]
+	}
+	return textproto.TrimString(ua)
 }
 
 // grpcOwned reports metadata keys that belong to the gRPC transport.
@@ -95,14 +232,21 @@ func grpcOwned(key string) bool {
 
 // MetadataKey is the call metadata key a REST client's header travels
 // under into the in-process gRPC call (grpc-gateway's incoming header
-// matcher): its lowercase name when a leg may receive it. Authorization is
-// not matched: grpc-gateway forwards it itself; User-Agent is gRPC's own.
+// matcher): its lowercase name when a leg may receive it, or when it is a
+// routing header (FromMetadata drops and reports it, or lets a trusted one
+// through); User-Agent under userAgentKey. Authorization is not matched:
+// grpc-gateway forwards it itself.
 func MetadataKey(name string) (string, bool) {
 	k := strings.ToLower(name)
-	if !Forwardable(k) || k == "user-agent" || k == "authorization" {
+	switch {
+	case k == "user-agent":
+		return userAgentKey, true
+	case k == "authorization" || k == userAgentKey:
 		return "", false
+	case Forwardable(k) || routing(k):
+		return k, true
 	}
-	return k, true
+	return "", false
 }
 
 // validMetadataValue reports whether v can travel as gRPC ASCII metadata.

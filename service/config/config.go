@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/upstream"
@@ -169,6 +170,20 @@ type Server struct {
 	// server.client_request_id_on_legs, default false, env
 	// COORDINATOR_SERVER_CLIENT_REQUEST_ID_ON_LEGS.
 	ClientRequestIDOnLegs bool `param:"client_request_id_on_legs"`
+	// TrustedRoutingHeaders are the routing headers a client may set after
+	// all (coordinator extension, compat D24): by default the coordinator
+	// owns the routing namespace (x-gateway-*, x-llm-d-*, x-*-host-port,
+	// x-data-parallel-rank, EPP-Profile, Prefer), removes a client's from
+	// every leg, the render service and the passthrough, logs the request
+	// at info and counts it in
+	// coordinator_client_routing_headers_dropped_total. Each name listed
+	// (any case) reaches the legs as the client sent it: for a trusted
+	// tier that sets llm-d's SLO headers (x-llm-d-slo-ttft-ms, ...).
+	// EPP-Profile and Prefer, which each leg sets itself, cannot be
+	// listed, nor a header outside the namespace. Key
+	// server.trusted_routing_headers, a list of names, default empty; not
+	// settable by COORDINATOR_* variables.
+	TrustedRoutingHeaders []string `param:"trusted_routing_headers"`
 	// TLS serves the REST listener over TLS (HTTP/2 by ALPN), with mutual
 	// TLS when client_auth asks for it (coordinator extension). Keys
 	// server.tls.{cert_file,key_file,client_ca_file,client_auth}; absent:
@@ -213,6 +228,12 @@ type Gateway struct {
 	// gateway.tls.{ca_file,cert_file,key_file,server_name,insecure_skip_verify};
 	// only with an https address; absent: Go's defaults.
 	TLS tlsfiles.ClientConfig `param:"tls"`
+	// UserAgent is the User-Agent of the legs of a request whose client
+	// sent none (coordinator extension): a leg carries the client's own,
+	// a gRPC client's without the "grpc-go/…" product grpc-go appends.
+	// Key gateway.user_agent, default "coordinator" (also when empty), env
+	// COORDINATOR_GATEWAY_USER_AGENT.
+	UserAgent string `param:"user_agent"`
 }
 
 // Pipeline is the ordered list of steps and the pipeline-wide values the
@@ -281,6 +302,7 @@ func Default() Config {
 			ConnectTimeout:      10 * time.Second,
 			StreamIdleTimeout:   120 * time.Second,
 			Retry:               upstream.DefaultRetry,
+			UserAgent:           upstream.DefaultUserAgent,
 		},
 		Pipeline: Pipeline{UseOpenAIFormat: true},
 	}
@@ -361,6 +383,12 @@ func (s Server) validate() error {
 	case s.MaxConcurrentStreams < 0:
 		return fmt.Errorf("server.max_concurrent_streams: must not be negative, got %d", s.MaxConcurrentStreams)
 	}
+	for i, name := range s.TrustedRoutingHeaders {
+		if !headers.Trustable(name) {
+			return fmt.Errorf("server.trusted_routing_headers[%d]: %q is not a routing header a client may be trusted with "+
+				"(x-gateway-*, x-llm-d-*, x-*-host-port, x-data-parallel-rank)", i, name)
+		}
+	}
 	if err := s.TLS.Validate(); err != nil {
 		return fmt.Errorf("server.tls.%w", err)
 	}
@@ -394,6 +422,9 @@ func (g Gateway) validate() error {
 	if err := g.TLS.Validate(); err != nil {
 		return fmt.Errorf("gateway.tls.%w", err)
 	}
+	if !validUserAgent(g.UserAgent) {
+		return fmt.Errorf("gateway.user_agent: must be printable ASCII, got %q", g.UserAgent)
+	}
 	if g.StreamIdleTimeout < 0 {
 		return fmt.Errorf("gateway.stream_idle_timeout: must not be negative, got %s", g.StreamIdleTimeout)
 	}
@@ -405,6 +436,17 @@ func (g Gateway) validate() error {
 		keyed{"gateway.timeout", g.Timeout},
 		keyed{"gateway.connect_timeout", g.ConnectTimeout},
 	)
+}
+
+// validUserAgent reports whether ua can be a header value: printable
+// ASCII ("" means the default).
+func validUserAgent(ua string) bool {
+	for i := 0; i < len(ua); i++ {
+		if ua[i] < 0x20 || ua[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // keyed is a duration and its key, for positive.

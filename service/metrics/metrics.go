@@ -66,6 +66,9 @@ type Metrics struct {
 	// transferDropped counts requests whose client transfer params were
 	// removed (transfer_params.go).
 	transferDropped *prometheus.CounterVec
+	// routingDropped counts requests whose client routing headers were
+	// removed (compat D24).
+	routingDropped *prometheus.CounterVec
 	// GRPC are the gRPC server's per-method metrics; its interceptors go
 	// on the server.
 	GRPC *grpcprom.ServerMetrics
@@ -86,6 +89,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.billed = newBilled(m.registry)
 	m.transferDropped = newTransferDropped(m.registry)
+	m.routingDropped = newRoutingDropped(m.registry)
 	m.initialize()
 	return m
 }

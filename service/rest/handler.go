@@ -42,6 +42,9 @@ type Handler struct {
 	trustTransfer bool
 	// limits bound a body's structure as it is parsed (zero: the defaults).
 	limits  steps.DocumentLimits
+	// trusted are the routing headers a client may set
+	// (server.trusted_routing_headers).
+	trusted headers.Trusted
 	ready   *admission.Readiness
 	metrics *metrics.Metrics
 	queued  steps.RequestStore // nil without a step keeping queued requests (requests.go)
@@ -153,6 +156,9 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 	id := requestid.OrNew(sent)
 	w.Header().Set("X-Request-Id", id)
 	headers.DropHopByHop(r.Header) // the matcher sees one name at a time
+	if refuseCoded(w, r, b.dialect, id) {
+		return
+	}
 	data, err := h.readBody(w, r)
 	if err != nil {
 		code, msg := bodyFailure(err)

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
@@ -37,6 +38,7 @@ func newHandler(in *service.InProcess, cfg config.Config, ready *admission.Readi
 	h.streamWriteTimeout = cfg.Server.StreamWriteTimeout
 	h.trustTransfer = cfg.Server.TrustClientTransferParams
 	h.limits = cfg.Server.DocumentLimits()
+	h.trusted = headers.NewTrusted(cfg.Server.TrustedRoutingHeaders...)
 	h.ServePassthrough(gateway, adm, log)
 	return h, nil
 }

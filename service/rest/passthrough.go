@@ -17,13 +17,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
-	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"
-	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -41,15 +38,22 @@ type passthrough struct {
 
 // ServePassthrough relays every path no route serves (/v1/models,
 // /v1/embeddings, /tokenize, ...) to the gateway with EPP-Profile: decode:
-// same method, path, query, body and forwardable headers, x-request-id
-// validated or regenerated. Each request is admitted by admission as a
-// request (not a stream: what the answer is comes later), so it counts
-// against server.max_concurrent_requests and is drained at shutdown. The
-// body is streamed to the gateway under the max body size (413 past it),
-// but a JSON body, which is read whole to lose the client's transfer
-// params (compat D23) unless server.trust_client_transfer_params is on;
-// the answer is relayed as it comes, whatever its status, each read
-// flushed to the client, the server's write timeout replaced by
+// same method, path, query and forwardable headers (the client's routing
+// headers dropped, compat D24), x-request-id validated or regenerated. It
+// fails closed (passroute.go): a path with an encoded "/", or not
+// canonical once decoded, is 400; a path that reaches a worker's inference
+// handler outside the pipeline (an inference route with trailing slashes,
+// below one, /invocations) is 404; a coded body is 415; a body that is not
+// one JSON object (whatever its Content-Type) is 400, but a form to vLLM's
+// audio routes, which streams to the gateway as it comes. Each request is
+// admitted by admission as a request (not a stream: what the answer is
+// comes later), so it counts against server.max_concurrent_requests and is
+// drained at shutdown. A JSON body is read whole under the max body size
+// (413 past it), checked, and loses the client's transfer params (compat
+// D23) unless server.trust_client_transfer_params is on; the headers
+// describing the client's body (Digest, ...) go only with a body relayed
+// as sent. The answer is relayed as it comes, whatever its status, each
+// read flushed to the client, the server's write timeout replaced by
 // server.stream_write_timeout per write. No answer from the gateway is
 // 502, or 504 when it timed out. Without ServePassthrough those paths are
 // 404.
@@ -95,6 +99,14 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 		writeAPIError(w, apierror.DialectOpenAI, http.StatusMethodNotAllowed, "CONNECT is not relayed (request_id: "+id+")", "")
 		return outcome{}
 	}
+	code, msg := refusePath(r)
+	if code == 0 {
+		code, msg = refuseBody(r)
+	}
+	if code != 0 {
+		writeAPIError(w, apierror.DialectOpenAI, code, msg+" (request_id: "+id+")", "")
+		return outcome{}
+	}
 	ctx, done, ok := h.admitPassthrough(r.Context(), w)
 	if !ok {
 		return outcome{}
@@ -102,22 +114,12 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 	defer done()
 	endInFlight := h.metrics.Begin(metrics.APIREST, false)
 	defer func() { endInFlight() }()
-	var body *countedBody
-	fr := upstream.ForwardRequest{
-		Method: r.Method, Target: target(r), RequestID: id, Header: withForwardedFor(r), ContentLength: r.ContentLength,
+	fr := upstream.ForwardRequest{Method: r.Method, Target: target(r), RequestID: id, ContentLength: r.ContentLength}
+	body, asSent, out, ok := h.passBody(w, r, id, &fr)
+	if !ok {
+		return out
 	}
-	if r.ContentLength != 0 {
-		body = &countedBody{r: capBody(w, r.Body, h.maxBody)}
-		fr.Body = body
-		if !h.trustTransfer && isJSON(r.Header.Get("Content-Type")) {
-			data, err := io.ReadAll(body)
-			if err != nil {
-				return outcome{in: body.count(), err: h.pass.failed(w, r, id, body.readErr(), err)}
-			}
-			data = h.dropTransferParams(r, id, data)
-			fr.Body, fr.ContentLength = bytes.NewReader(data), int64(len(data))
-		}
-	}
+	fr.Header = h.passHeader(r, id, asSent)
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // the gateway may think long; writes get their own bound
 	resp, err := h.pass.gateway.Forward(upstream.WithObserver(ctx, h.metrics), fr)
@@ -147,6 +149,32 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 		return outcome{in: body.count(), err: upErr, broken: r.Context().Err() == nil}
 	}
 	return outcome{in: body.count()}
+}
+
+// passBody sets fr's body: the client's as it streams for a form to a form
+// route, otherwise read whole and checked (passJSON). It returns the
+// client's body as read, whether fr's is the client's as sent, and, when it
+// wrote an answer instead (400, 413, 408), false and how the request went.
+func (h *Handler) passBody(w http.ResponseWriter, r *http.Request, id string, fr *upstream.ForwardRequest) (*countedBody, bool, outcome, bool) {
+	if r.ContentLength == 0 {
+		return nil, true, outcome{}, true
+	}
+	body := &countedBody{r: capBody(w, r.Body, h.maxBody)}
+	fr.Body = body
+	if isForm(r) {
+		return body, true, outcome{}, true
+	}
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return body, false, outcome{in: body.count(), err: h.pass.failed(w, r, id, body.readErr(), err)}, false
+	}
+	data, asSent, err := h.passJSON(r, id, data)
+	if err != nil {
+		writeAPIError(w, apierror.DialectOpenAI, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
+		return body, false, outcome{in: body.count()}, false
+	}
+	fr.Body, fr.ContentLength = bytes.NewReader(data), int64(len(data))
+	return body, asSent, outcome{}, true
 }
 
 // admitPassthrough admits a request (h.pass.admission; nil admits every
@@ -286,30 +314,6 @@ func withForwardedFor(r *http.Request) http.Header {
 func isEventStream(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "text/event-stream"
-}
-
-// dropTransferParams is a relayed JSON body without the transfer params a
-// client may not set (compat D23; steps.DropTransferParams), the request
-// logged and counted when it had some. A body that is not a JSON object
-// goes as it came: the worker answers it.
-func (h *Handler) dropTransferParams(r *http.Request, id string, data []byte) []byte {
-	obj, err := jsonbody.ParseObject(data)
-	if err != nil {
-		return data
-	}
-	dropped := steps.DropTransferParams(obj)
-	if dropped == nil {
-		return data
-	}
-	service.TransferParamsDropped(r.Context(), h.metrics, h.pass.log, id, metrics.APIREST, endpointPassthrough, dropped, "path", r.URL.Path)
-	return obj.Bytes()
-}
-
-// isJSON reports whether a content type is JSON's (application/json, or a
-// +json type).
-func isJSON(contentType string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
 // countedBody is the client's body on its way to the gateway: it counts

@@ -78,6 +78,8 @@ func TestPassthroughLeavesServedPathsAlone(t *testing.T) {
 
 	for _, method := range []string{http.MethodGet, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions} {
 		resp, _ := f.do(t, newRequest(t, method, f.url+"/v1/chat/completions/extra", nil))
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode, "%s below an inference route is not relayed", method)
+		resp, _ = f.do(t, newRequest(t, method, f.url+"/v1/models/extra", nil))
 		assert.Equal(t, http.StatusNoContent, resp.StatusCode, "%s on an unserved path is relayed", method)
 	}
 }

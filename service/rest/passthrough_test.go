@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/health"
 
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
@@ -39,34 +41,44 @@ type passOptions struct {
 	writeTimeout  time.Duration
 	readTimeout   time.Duration
 	admission     *admission.Controller
+	service       coordinatorv1.CoordinatorServiceClient // nil: none, for tests that reach no served route
+	trusted       []string                               // server.trusted_routing_headers
 }
 
 // startPassFront serves a Handler (no CoordinatorService behind it) whose
 // passthrough relays to gatewayURL.
 func startPassFront(t *testing.T, gatewayURL string, o passOptions) *passFront {
 	t.Helper()
-	if o.maxBody == 0 {
-		o.maxBody = 1 << 20
-	}
-	m := metrics.New()
-	h, err := NewHandler(context.Background(), nil, o.maxBody, admission.NewReadiness(health.NewServer()), m)
-	require.NoError(t, err)
-	gw, err := upstream.New(upstream.Options{Address: gatewayURL, ResponseHeaderTimeout: o.headerTimeout})
-	require.NoError(t, err)
-	t.Cleanup(gw.Close)
-	h.streamWriteTimeout = o.writeTimeout
-	h.ServePassthrough(gw, o.admission, slog.New(slog.DiscardHandler))
+	h := newPassHandler(t, gatewayURL, o)
 	front := httptest.NewUnstartedServer(h)
 	front.Config.ReadTimeout = o.readTimeout
 	front.Start()
 	t.Cleanup(front.Close)
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)
-	return &passFront{url: front.URL, metrics: m, client: client}
+	return &passFront{url: front.URL, metrics: h.metrics, client: client}
+}
+
+// newPassHandler is a Handler (no CoordinatorService behind it) whose
+// passthrough relays to gatewayURL.
+func newPassHandler(t testing.TB, gatewayURL string, o passOptions) *Handler {
+	t.Helper()
+	if o.maxBody == 0 {
+		o.maxBody = 1 << 20
+	}
+	h, err := NewHandler(context.Background(), o.service, o.maxBody, admission.NewReadiness(health.NewServer()), metrics.New())
+	require.NoError(t, err)
+	gw, err := upstream.New(upstream.Options{Address: gatewayURL, ResponseHeaderTimeout: o.headerTimeout})
+	require.NoError(t, err)
+	t.Cleanup(gw.Close)
+	h.streamWriteTimeout = o.writeTimeout
+	h.trusted = headers.NewTrusted(o.trusted...)
+	h.ServePassthrough(gw, o.admission, slog.New(slog.DiscardHandler))
+	return h
 }
 
 // startGateway serves handler as the gateway and counts its requests.
-func startGateway(t *testing.T, handler http.HandlerFunc) (string, *atomic.Int32) {
+func startGateway(t testing.TB, handler http.HandlerFunc) (string, *atomic.Int32) {
 	t.Helper()
 	var hits atomic.Int32
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -173,7 +185,7 @@ func TestPassthroughBodyIsRelayedByteExact(t *testing.T) {
 		contentType   string
 		contentLength int64
 	}
-	got := make(chan seen, 2)
+	got := make(chan seen, 3)
 	gw, _ := startGateway(t, func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -185,7 +197,7 @@ func TestPassthroughBodyIsRelayedByteExact(t *testing.T) {
 		_, _ = w.Write(b)
 	})
 	f := startPassFront(t, gw, passOptions{})
-	body := `{"model":"m", "input":["a",  "é\u00e9"],"x":1.50e3}` + "\x00\xff"
+	body := `{"model":"m", "input":["a",  "é\u00e9"],"x":1.50e3}` + " \n"
 
 	req := newRequest(t, http.MethodPost, f.url+"/v1/embeddings", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
@@ -203,12 +215,23 @@ func TestPassthroughBodyIsRelayedByteExact(t *testing.T) {
 	assert.Equal(t, body, echoed)
 	s = <-got
 	assert.Equal(t, body, string(s.body))
+	assert.Equal(t, int64(len(body)), s.contentLength, "a JSON body is read whole (checked), then sent with its length")
+
+	// A form to an audio route streams as it comes, whatever its bytes.
+	form := "--x\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\n\x00\xff\r\n--x--\r\n"
+	chunked = newRequest(t, http.MethodPost, f.url+"/v1/audio/transcriptions", io.MultiReader(strings.NewReader(form)))
+	chunked.Header.Set("Content-Type", "multipart/form-data; boundary=x")
+	resp, echoed = f.do(t, chunked)
+	require.Equal(t, http.StatusOK, resp.StatusCode, echoed)
+	assert.Equal(t, form, echoed)
+	s = <-got
+	assert.Equal(t, form, string(s.body))
 	assert.Equal(t, int64(-1), s.contentLength, "an unknown length stays unknown (chunked)")
 	// The handler counts a request's bytes as it returns, after the client
 	// may have read the whole answer.
 	assert.Eventually(t, func() bool {
-		return counter(t, f.metrics, "coordinator_body_bytes_total", map[string]string{"direction": "in"}) == float64(2*len(body))
-	}, 5*time.Second, time.Millisecond, "both bodies counted in")
+		return counter(t, f.metrics, "coordinator_body_bytes_total", map[string]string{"direction": "in"}) == float64(2*len(body)+len(form))
+	}, 5*time.Second, time.Millisecond, "every body counted in")
 }
 
 func TestPassthroughBodyCap(t *testing.T) {
@@ -237,9 +260,17 @@ func TestPassthroughBodyCap(t *testing.T) {
 	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, body)
 	assert.Zero(t, complete.Load(), "a chunked oversized body is cut before its end")
 
-	resp, body = f.do(t, newRequest(t, http.MethodPost, f.url+"/v1/embeddings", strings.NewReader(strings.Repeat("c", maxBody))))
+	atCap := `{"a":"` + strings.Repeat("c", maxBody-8) + `"}`
+	resp, body = f.do(t, newRequest(t, http.MethodPost, f.url+"/v1/embeddings", strings.NewReader(atCap)))
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "exactly at the cap is fine: %s", body)
 	assert.Equal(t, int32(1), complete.Load())
+
+	// A form streams to the gateway until the cap.
+	form := newRequest(t, http.MethodPost, f.url+"/v1/audio/transcriptions", io.MultiReader(strings.NewReader(strings.Repeat("d", 3*maxBody))))
+	form.Header.Set("Content-Type", "multipart/form-data; boundary=x")
+	resp, body = f.do(t, form)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, body)
+	assert.Equal(t, int32(1), complete.Load(), "a chunked oversized form is cut before its end")
 }
 
 func TestPassthroughSlowBodyIs408(t *testing.T) {

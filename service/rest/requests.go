@@ -29,7 +29,10 @@ func (h *Handler) ServeQueued(store steps.RequestStore) {
 // hold until its result (steps.Holder: async-broker's wait mode), bounded
 // by the request's own deadline instead.
 func (h *Handler) holdOpen(w http.ResponseWriter, r *http.Request) {
-	if h.holder != nil && h.holder.Holds(headers.FromHTTP(r.Header)) {
+	if h.holder == nil {
+		return
+	}
+	if f, _ := headers.FromHTTP(r.Header, h.trusted); h.holder.Holds(f) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	}
 }

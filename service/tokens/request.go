@@ -5,25 +5,22 @@ import (
 	"strconv"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/steps"
-
-	"google.golang.org/grpc/metadata"
 )
 
 // NewRequestContext builds the request context of a tokens input: format
 // generate, the body appendTokensBody writes, and the prompt's token IDs and
 // images already typed (render's generate branch, when configured, checks
 // the body and takes the same values from it). The token IDs' JSON is the
-// body's own token_ids, so no leg encodes them again.
+// body's own token_ids, so no leg encodes them again. The caller adds the
+// forwarded headers (Header), which the service's policy decides.
 func NewRequestContext(ctx context.Context, id, legID string, in *coordinatorv1.TokensRequest, stream bool) *steps.RequestContext {
 	body, idsAt, idsEnd := writeTokensBody(nil, legID, in, stream)
 	return &steps.RequestContext{
 		RequestID:    id,
 		LegRequestID: legID,
 		Format:       steps.FormatGenerate,
-		Header:       forwardedHeaders(ctx),
 		Body:         body,
 		Model:        in.GetModel(),
 		Stream:       stream,
@@ -223,10 +220,4 @@ func multimodalEntries(f *coordinatorv1.MultimodalFeatures) []steps.MultimodalEn
 		entries[i] = e
 	}
 	return entries
-}
-
-// forwardedHeaders is the call metadata every leg carries as headers.
-func forwardedHeaders(ctx context.Context) headers.Forwarded {
-	md, _ := metadata.FromIncomingContext(ctx)
-	return headers.FromMetadata(md)
 }

@@ -5,6 +5,7 @@ package upstream
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -73,6 +74,9 @@ type Options struct {
 	// with the address's host and offers h2 and http/1.1 by ALPN. Nil: Go's
 	// defaults (the system's CAs, no client certificate).
 	TLS func() *tls.Config
+	// UserAgent is every leg's User-Agent when the client sent none (a
+	// leg carries the client's own); "" means DefaultUserAgent.
+	UserAgent string
 }
 
 // Client posts legs to one base URL over one keep-alive pool. It ignores
@@ -90,11 +94,18 @@ type Client struct {
 	idle    time.Duration
 	timeout time.Duration
 	retry   Retry
+	// userAgent is Options.UserAgent as a header value, shared by the
+	// legs (net/http never writes into a header's values).
+	userAgent []string
 	// jitter and sleep are the retry loop's randomness and clock; tests
 	// replace them (export_test.go).
 	jitter func(n int64) int64
 	sleep  func(ctx context.Context, d time.Duration) error
 }
+
+// DefaultUserAgent is the User-Agent of the legs of a client that sent
+// none, unless Options.UserAgent says otherwise.
+const DefaultUserAgent = "coordinator"
 
 // DefaultConnectTimeout bounds the dial and TLS handshake of a client whose
 // Options.ConnectTimeout is 0.
@@ -115,14 +126,15 @@ func New(o Options) (*Client, error) {
 		KeepAlive: 30 * time.Second,
 	}
 	return &Client{
-		base:    strings.TrimSuffix(o.Address, "/"),
-		pool:    newTransport(u.Scheme, dialer, o),
-		log:     o.Log,
-		idle:    o.StreamIdleTimeout,
-		timeout: o.Timeout,
-		retry:   o.Retry,
-		jitter:  rand.Int64N,
-		sleep:   sleepCtx,
+		base:      strings.TrimSuffix(o.Address, "/"),
+		pool:      newTransport(u.Scheme, dialer, o),
+		log:       o.Log,
+		idle:      o.StreamIdleTimeout,
+		timeout:   o.Timeout,
+		retry:     o.Retry,
+		userAgent: []string{cmp.Or(o.UserAgent, DefaultUserAgent)},
+		jitter:    rand.Int64N,
+		sleep:     sleepCtx,
 	}, nil
 }
 
@@ -299,6 +311,7 @@ func (c *Client) newRequest(ctx, legCtx context.Context, r *Request, span trace.
 	setBody(req, r)
 	h := req.Header
 	r.Header.WriteTo(h)
+	c.setUserAgent(h)
 	h["Content-Type"] = jsonContentType
 	h["X-Request-Id"] = []string{r.RequestID}
 	if r.Profile != "" {
@@ -312,6 +325,19 @@ func (c *Client) newRequest(ctx, legCtx context.Context, r *Request, span trace.
 		c.logLeg(ctx, r, req)
 	}
 	return req, nil
+}
+
+// setUserAgent gives a leg's header, the client's headers written in, the
+// client's User-Agent under its canonical name (net/http would send its
+// own beside a lowercase one), else the configured one.
+func (c *Client) setUserAgent(h http.Header) {
+	//lint:ignore SA1008 headers.Forwarded writes lowercase names
+	ua, ok := h["user-agent"]
+	if !ok || len(ua) == 0 || ua[0] == "" {
+		ua = c.userAgent
+	}
+	delete(h, "user-agent")
+	h["User-Agent"] = ua
 }
 
 // logLeg writes the trace log line of a leg going out.

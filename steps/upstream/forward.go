@@ -27,19 +27,18 @@ type ForwardRequest struct {
 	Target string
 	// RequestID is sent as x-request-id.
 	RequestID string
-	// Header is the client's request header as it came; see Forward for
-	// what is sent of it.
-	Header http.Header
+	// Header is what the leg carries of the client's headers
+	// (headers.Passthrough); see Forward for what is added.
+	Header headers.Forwarded
 	// Body is the client's body, read as it is sent; nil for none.
 	Body io.Reader
 	// ContentLength is the body's length; -1 when unknown (sent chunked).
 	ContentLength int64
 }
 
-// Forward relays r to the gateway with EPP-Profile: decode. It sends the
-// headers every leg may carry (headers.Passthrough) less those the client's
-// Connection header names, plus the client's Content-Type, the request id
-// and the profile. The answer comes back whatever its status, body unread
+// Forward relays r to the gateway with EPP-Profile: decode. It sends
+// r.Header, the client's User-Agent under its canonical name (else the
+// configured one), the request id and the profile. The answer comes back whatever its status, body unread
 // (the caller closes it), its hop-by-hop headers removed; its body's Read
 // errors and Options.StreamIdleTimeout are as for Post. A transport failure
 // is a *TransportError; when ctx ended it is ctx's error, wrapped.
@@ -67,7 +66,7 @@ func (c *Client) forward(ctx context.Context, r ForwardRequest, span trace.Span)
 	if r.Body != nil {
 		req.ContentLength = max(r.ContentLength, 0) // 0 with a body: unknown, chunked
 	}
-	req.Header = forwardHeader(r.Header, r.RequestID)
+	req.Header = c.forwardHeader(r.Header, r.RequestID)
 	injectTrace(ctx, span, req.Header)
 	if c.log != nil && c.log.Enabled(ctx, levelTrace) {
 		c.log.Log(ctx, levelTrace, "leg request", "leg", LegPassthrough, "request_id", r.RequestID, "method", r.Method,
@@ -84,9 +83,10 @@ func (c *Client) forward(ctx context.Context, r ForwardRequest, span trace.Span)
 }
 
 // forwardHeader is the header of a passthrough request.
-func forwardHeader(in http.Header, requestID string) http.Header {
-	h := make(http.Header, len(in)+2)
-	headers.Passthrough(in).WriteTo(h)
+func (c *Client) forwardHeader(in headers.Forwarded, requestID string) http.Header {
+	h := make(http.Header, in.Len()+3)
+	in.WriteTo(h)
+	c.setUserAgent(h)
 	h["X-Request-Id"] = []string{requestID}
 	h["Epp-Profile"] = []string{ProfileDecode}
 	return h

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -53,10 +54,10 @@ func TestForward(t *testing.T) {
 
 	resp, err := c.Forward(ctx, upstream.ForwardRequest{
 		Method: http.MethodPut, Target: "/v1/things/a%2Fb?q=1", RequestID: "rid-1",
-		Header: http.Header{
+		Header: passthroughHeader(http.Header{
 			"Content-Type": {"text/plain"}, "Epp-Profile": {"prefill"}, "X-Request-Id": {"client"},
 			"Connection": {"X-Secret, keep-alive"}, "X-Secret": {"s"}, "Authorization": {"Bearer t"},
-		},
+		}),
 		Body: strings.NewReader("raw body"), ContentLength: 8,
 	})
 	require.NoError(t, err)
@@ -86,6 +87,12 @@ func TestForward(t *testing.T) {
 	assert.Equal(t, "passthrough", obs.legs[0].Leg)
 	assert.Equal(t, "decode", obs.legs[0].Phase)
 	assert.Equal(t, http.StatusNotFound, obs.legs[0].StatusCode)
+}
+
+// passthroughHeader is what the passthrough sends of in with a body as sent.
+func passthroughHeader(in http.Header) headers.Forwarded {
+	f, _ := headers.Passthrough(in, headers.Trusted{}, true)
+	return f
 }
 
 func TestForwardFailures(t *testing.T) {
