@@ -2,7 +2,6 @@ package steps
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -10,8 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
+	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/steps/imageparts"
 	"github.com/coordinator-project/coordinator/steps/media"
@@ -29,6 +28,17 @@ const ReplaceMediaURLsType = "replace-media-urls"
 // models. 0 lifts the bound.
 const DefaultMaxMultimodalEntries = 64
 
+// DefaultMaxTotalDownloadSize is max_total_download_size's default, in MB
+// of 2^20 bytes: the most one request may download, all its images
+// together. A downloaded image is held once, base64-encoded (4/3 of its
+// size), until the request ends, so a request's images hold at most 64 ×
+// 4/3 ≈ 85 MiB, and 8 such requests at once 683 MiB: within the memory
+// budget's default of half the Helm chart's GOMEMLIMIT (900 of 1800 MiB),
+// leaving room for their bodies and legs. It is above OpenAI's own 50 MB
+// of images per request, and holds 64 images (max_multimodal_entries) of 1
+// MB, a large photo.
+const DefaultMaxTotalDownloadSize = 64
+
 // maxDownloadSizeMB is the largest max_download_size, in MB: the cap in
 // bytes plus one must fit an int64.
 const maxDownloadSizeMB = (math.MaxInt64 - 1) / (1 << 20)
@@ -45,10 +55,16 @@ const maxDownloadSizeMB = (math.MaxInt64 - 1) / (1 << 20)
 // the client is at fault (a bad data URI, a URL it may not fetch, an image
 // too large or of the wrong type) and with a plain error (502) when the
 // image's origin is (a non-2xx answer, a network error, a timeout).
+//
+// A request's downloads together may not exceed max_total_download_size
+// (ErrInvalidRequest naming the cap, HTTP 400), and their memory is drawn
+// from the request's memory budget account as it arrives (an error
+// wrapping membudget.ErrExhausted when it has none left).
 type ReplaceMediaURLs struct {
 	downloader    *media.Downloader
 	maxConcurrent int
 	maxEntries    int
+	maxTotal      int64 // bytes, 0 for no cap
 }
 
 // replaceMediaURLsParams are the replace-media-urls step's params.
@@ -62,6 +78,10 @@ type replaceMediaURLsParams struct {
 	MaxMultimodalEntries int `param:"max_multimodal_entries"`
 	// MaxDownloadSize is the largest image downloaded, in MB of 2^20 bytes (default 10).
 	MaxDownloadSize int64 `param:"max_download_size"`
+	// MaxTotalDownloadSize is the most one request downloads, all its images
+	// together, in MB of 2^20 bytes (default DefaultMaxTotalDownloadSize,
+	// 64); 0 is unlimited.
+	MaxTotalDownloadSize int64 `param:"max_total_download_size"`
 	// AllowPrivateNetworks lets downloads reach RFC 1918 addresses; loopback,
 	// link-local (cloud metadata), CGNAT and unique-local stay refused.
 	AllowPrivateNetworks bool `param:"allow_private_networks"`
@@ -80,6 +100,8 @@ func (p *replaceMediaURLsParams) validate() error {
 		return fmt.Errorf("max_multimodal_entries must be non-negative, got %d", p.MaxMultimodalEntries)
 	case p.MaxDownloadSize <= 0 || p.MaxDownloadSize > maxDownloadSizeMB:
 		return fmt.Errorf("max_download_size must be positive and at most %d MB, got %d", int64(maxDownloadSizeMB), p.MaxDownloadSize)
+	case p.MaxTotalDownloadSize < 0 || p.MaxTotalDownloadSize > maxDownloadSizeMB:
+		return fmt.Errorf("max_total_download_size must be non-negative and at most %d MB, got %d", int64(maxDownloadSizeMB), p.MaxTotalDownloadSize)
 	}
 	for i, d := range p.AllowedDomains {
 		if strings.TrimSpace(d) == "" {
@@ -104,6 +126,7 @@ func NewReplaceMediaURLsPluginWith(opts ...media.Option) Plugin {
 			MaxConcurrentDownloads: 10,
 			MaxMultimodalEntries:   DefaultMaxMultimodalEntries,
 			MaxDownloadSize:        10,
+			MaxTotalDownloadSize:   DefaultMaxTotalDownloadSize,
 		}
 		if err := params.Decode(raw, &p); err != nil {
 			return nil, err
@@ -120,7 +143,8 @@ func NewReplaceMediaURLsPluginWith(opts ...media.Option) Plugin {
 		if err != nil {
 			return nil, err
 		}
-		return &ReplaceMediaURLs{downloader: d, maxConcurrent: p.MaxConcurrentDownloads, maxEntries: p.MaxMultimodalEntries}, nil
+		return &ReplaceMediaURLs{downloader: d, maxConcurrent: p.MaxConcurrentDownloads,
+			maxEntries: p.MaxMultimodalEntries, maxTotal: p.MaxTotalDownloadSize << 20}, nil
 	}}
 }
 
@@ -181,22 +205,33 @@ func (s *ReplaceMediaURLs) Execute(ctx context.Context, rc *RequestContext) erro
 		return err
 	}
 	for n, k := range downloads {
-		raw, b64 := dataURIJSON(images[n].MediaType, images[n].Data)
-		images[n].Data = nil
-		entries[k].ContentType, entries[k].Base64Data = images[n].MediaType, b64
-		doc.imageParts().Replace(doc.Root(), k, raw, images[n].MediaType, b64)
+		img := images[n]
+		entries[k].ContentType, entries[k].Base64Data = img.MediaType, img.Base64
+		doc.imageParts().Replace(doc.Root(), k, img.Framed, img.MediaType, img.Base64)
 	}
 	rc.Multimodal = entries
 	return nil
 }
 
+// dataURIJSON frames a download as the JSON string "data:<media
+// type>;base64,<base64>", the base64 written straight into it. Neither part
+// needs escaping: the media type is one of media.ImageType's, and base64
+// is plain ASCII.
+var dataURIJSON = media.Framing{
+	Before: func(mediaType string) string { return `"data:` + mediaType + `;base64,` },
+	After:  `"`,
+}
+
 // downloadAll downloads urls[k] for each k of ks, at most s.maxConcurrent
-// at a time, and returns the images in ks's order. The first failure
-// cancels the other downloads; it returns once none is left running.
-// where locates each image, for errors.
+// at a time, each framed as dataURIJSON, and returns the images in ks's
+// order. The downloads share the request's quota: max_total_download_size
+// and its memory budget account. The first failure cancels the other
+// downloads, and gives back the memory of those done; it returns once none
+// is left running. where locates each image, for errors.
 func (s *ReplaceMediaURLs) downloadAll(parent context.Context, urls []string, where []imageAt, ks []int) ([]media.Image, error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
+	quota := media.NewQuota(s.maxTotal, membudget.FromContext(parent))
 	images := make([]media.Image, len(ks))
 	sem := make(chan struct{}, min(s.maxConcurrent, len(ks)))
 	var (
@@ -217,10 +252,10 @@ launch:
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			img, err := s.downloader.Download(ctx, urls[k])
+			img, err := s.downloader.Download(ctx, urls[k], quota, dataURIJSON)
 			if err != nil {
 				once.Do(func() {
-					firstErr = downloadError(k, where[k], err)
+					firstErr = s.downloadError(k, where[k], err)
 					cancel()
 				})
 				return
@@ -229,10 +264,14 @@ launch:
 		})
 	}
 	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	err := firstErr
+	if err == nil {
+		err = parent.Err()
 	}
-	if err := parent.Err(); err != nil {
+	if err != nil {
+		for _, img := range images {
+			quota.Drop(img)
+		}
 		return nil, err
 	}
 	return images, nil
@@ -240,11 +279,16 @@ launch:
 
 // downloadError names image k, at where, in a download's error and sorts
 // out whose fault it is; the context's own errors pass through unchanged.
-func downloadError(k int, where imageAt, err error) error {
+func (s *ReplaceMediaURLs) downloadError(k int, where imageAt, err error) error {
 	var me *media.Error
 	switch {
+	case errors.Is(err, membudget.ErrExhausted):
+		return fmt.Errorf("downloading image %d: %w", k, err)
 	case !errors.As(err, &me):
 		return err
+	case errors.Is(me, media.ErrTotalTooLarge):
+		return Invalidf("downloading image %d: the request's images exceed max_total_download_size, %d MB in total%s",
+			k, s.maxTotal>>20, where)
 	case me.ClientFault():
 		return Invalidf("downloading image %d: %v%s", k, me, where)
 	default:
@@ -260,26 +304,5 @@ type imageAt struct {
 
 // String is the suffix errors about the image end with.
 func (a imageAt) String() string { return a.where }
-
-// dataURIJSON is the JSON string "data:<mediaType>;base64,<base64 of
-// data>", the base64 encoded straight into it, and that base64 as a string
-// sharing its bytes (the string is never modified once built). Neither part
-// needs escaping: the media type is one of media.ImageType's, and base64 is
-// plain ASCII.
-func dataURIJSON(mediaType string, data []byte) (raw []byte, b64 string) {
-	const prefix, sep = `"data:`, `;base64,`
-	at := len(prefix) + len(mediaType) + len(sep)
-	n := base64.StdEncoding.EncodedLen(len(data))
-	raw = make([]byte, at+n+1)
-	copy(raw, prefix)
-	copy(raw[len(prefix):], mediaType)
-	copy(raw[len(prefix)+len(mediaType):], sep)
-	base64.StdEncoding.Encode(raw[at:], data)
-	raw[at+n] = '"'
-	if n == 0 {
-		return raw, ""
-	}
-	return raw, unsafe.String(&raw[at], n)
-}
 
 var _ Step = (*ReplaceMediaURLs)(nil)

@@ -35,7 +35,7 @@ func mediaAllowLoopback(a netip.Addr) error {
 
 // newReplaceMedia builds the step with params; downloads may reach
 // loopback unless opts set another policy.
-func newReplaceMedia(t *testing.T, params map[string]any, opts ...media.Option) steps.Step {
+func newReplaceMedia(t testing.TB, params map[string]any, opts ...media.Option) steps.Step {
 	t.Helper()
 	opts = append([]media.Option{media.WithPolicy(mediaAllowLoopback)}, opts...)
 	step, err := steps.NewReplaceMediaURLsPluginWith(opts...).New(params)

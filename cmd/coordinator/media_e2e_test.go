@@ -319,3 +319,45 @@ func TestImageOriginFailureNamesTheImage(t *testing.T) {
 	}
 	assert.Empty(t, s.Legs())
 }
+
+// TestImagesPastTheTotalCap: a request whose images together download more
+// than max_total_download_size is a 400 (INVALID_ARGUMENT) naming the cap
+// and the image that went past it, before any leg; within it, it is served.
+func TestImagesPastTheTotalCap(t *testing.T) {
+	t.Parallel()
+	big := append(pngOf(t, color.White), make([]byte, 400<<10)...) // trailing bytes: still a PNG to the sniffer
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "image/png")
+		_, _ = w.Write(big)
+	}))
+	t.Cleanup(origin.Close)
+	s, gw, render := startSim(t, sim.Options{})
+	pipeline := strings.Replace(mediaPipeline, "- type: replace-media-urls",
+		"- type: replace-media-urls\n      params:\n        max_total_download_size: 1\n        max_concurrent_downloads: 1", 1)
+	st := startStack(t, gw, render, pipeline, loopbackMedia)
+	client := coordinatorv1.NewCoordinatorServiceClient(st.conn)
+	chat := func(images int) string {
+		parts := make([]string, images)
+		for i := range parts {
+			parts[i] = `{"type":"image_url","image_url":{"url":"` + origin.URL + fmt.Sprintf("/%d.png", i) + `"}}`
+		}
+		return `{"model":"sim-model","max_tokens":1,"messages":[{"role":"user","content":[` + strings.Join(parts, ",") + `]}]}`
+	}
+	const want = "downloading image 2: the request's images exceed max_total_download_size, 1 MB in total (in messages[0].content[2].image_url.url)"
+
+	resp := st.post(t, "/v1/chat/completions", chat(3), nil)
+	out := readAll(t, resp.Body)
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, out)
+	msg, typ, _ := openAIError(t, out)
+	assert.Contains(t, msg, want)
+	assert.Equal(t, "invalid_request_error", typ)
+
+	_, err := client.Generate(context.Background(), chatRequest("total", chat(3)))
+	st2 := status.Convert(err)
+	assert.Equal(t, codes.InvalidArgument, st2.Code())
+	assert.Contains(t, st2.Message(), want)
+	assert.Empty(t, s.Legs(), "refused before any leg")
+
+	resp = st.post(t, "/v1/chat/completions", chat(2), nil)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp.Body))
+}

@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/coordinator-project/coordinator/internal/membudget"
 )
 
 // MaxRedirects is how many redirects one download follows (decision D14).
@@ -59,13 +61,6 @@ func WithResolver(r Resolver) Option { return func(o *options) { o.resolver = r 
 
 // WithTLSConfig sets the TLS client config, e.g. to trust a test server.
 func WithTLSConfig(c *tls.Config) Option { return func(o *options) { o.tls = c } }
-
-// Image is a downloaded image.
-type Image struct {
-	// Data is the body, MediaType its normalised type (e.g. "image/png").
-	Data      []byte
-	MediaType string
-}
 
 // Downloader fetches images over HTTP(S). It is safe for concurrent use.
 //
@@ -180,23 +175,28 @@ func (d *Downloader) checkRedirect(req *http.Request, via []*http.Request) error
 }
 
 // Download GETs rawURL, with no headers of the client's, following at most
-// MaxRedirects redirects, each vetted like rawURL. The whole download gets
-// Config.Timeout. Any 2xx answer is accepted. A Content-Length or body over
-// Config.MaxSize is refused, as is a media type outside the image
-// allowlist: the Content-Type header's, or when that is absent or generic
-// (application/octet-stream, binary/octet-stream) the type sniffed from the
-// body.
+// MaxRedirects redirects, each vetted like rawURL, and returns the body
+// base64-encoded inside framing f (see read: the body is held once, as
+// its base64). The whole download gets Config.Timeout. Any 2xx answer is
+// accepted. A Content-Length or body over Config.MaxSize is refused, as is
+// a media type outside the image allowlist: the Content-Type header's, or
+// when that is absent or generic (application/octet-stream,
+// binary/octet-stream) the type sniffed from the body. The body counts
+// against q's cap, shared with the request's other downloads, and its
+// memory is drawn from q's account (q may be nil).
 //
-// Errors are *Error, except when ctx itself ends: then Download returns
-// ctx.Err(), since neither the client's URL nor the origin is at fault.
-func (d *Downloader) Download(ctx context.Context, rawURL string) (Image, error) {
+// Errors are *Error, except when ctx itself ends (then Download returns
+// ctx.Err(), since neither the client's URL nor the origin is at fault)
+// and when the memory budget refuses (an error wrapping
+// membudget.ErrExhausted).
+func (d *Downloader) Download(ctx context.Context, rawURL string, q *Quota, f Framing) (Image, error) {
 	u, err := d.check(rawURL)
 	if err != nil {
 		return Image{}, err
 	}
 	dctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	img, err := d.fetch(dctx, u)
+	img, err := d.fetch(dctx, u, q, f)
 	if err == nil {
 		return img, nil
 	}
@@ -207,6 +207,8 @@ func (d *Downloader) Download(ctx context.Context, rawURL string) (Image, error)
 	switch {
 	case errors.As(err, &me):
 		return Image{}, me
+	case errors.Is(err, membudget.ErrExhausted):
+		return Image{}, err
 	case dctx.Err() != nil:
 		return Image{}, newError(ErrTimeout, "timed out after %s", d.timeout)
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -219,7 +221,7 @@ func (d *Downloader) Download(ctx context.Context, rawURL string) (Image, error)
 	return Image{}, newError(ErrUnreachable, "%v", err)
 }
 
-func (d *Downloader) fetch(ctx context.Context, u *url.URL) (Image, error) {
+func (d *Downloader) fetch(ctx context.Context, u *url.URL, q *Quota, f Framing) (Image, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return Image{}, newError(ErrInvalidURL, "invalid URL: %v", err)
@@ -239,23 +241,10 @@ func (d *Downloader) fetch(ctx context.Context, u *url.URL) (Image, error) {
 	if resp.ContentLength > d.maxSize {
 		return Image{}, newError(ErrTooLarge, "content length %d exceeds %d bytes", resp.ContentLength, d.maxSize)
 	}
-	data, err := readCapped(resp.Body, resp.ContentLength, d.maxSize)
-	if err != nil {
-		return Image{}, err
-	}
-	if int64(len(data)) > d.maxSize {
-		return Image{}, newError(ErrTooLarge, "body exceeds %d bytes", d.maxSize)
-	}
-	if len(data) == 0 {
-		return Image{}, newError(ErrEmpty, "empty body")
-	}
 	if sniff {
-		mediaType, _ = headerType(http.DetectContentType(data))
-		if !ImageType(mediaType) {
-			return Image{}, newError(ErrNotImage, "content sniffed as %q is not an allowed image type", mediaType)
-		}
+		mediaType = ""
 	}
-	return Image{Data: data, MediaType: mediaType}, nil
+	return read(ctx, resp, mediaType, d.maxSize, q, f)
 }
 
 // genericTypes say nothing about the bytes: the body is sniffed instead.
@@ -270,29 +259,4 @@ func headerType(v string) (mediaType string, generic bool) {
 		mediaType = strings.ToLower(strings.TrimSpace(mediaType))
 	}
 	return mediaType, slices.Contains(genericTypes, mediaType)
-}
-
-// readCapped reads r to its end or to limit+1 bytes, whichever comes first;
-// contentLength (-1 when unknown, else at most limit) sizes the buffer.
-func readCapped(r io.Reader, contentLength, limit int64) ([]byte, error) {
-	const maxPrealloc = 64 << 20
-	size := int64(32 << 10)
-	if contentLength >= 0 {
-		size = contentLength + 1 // room to see EOF without growing
-	}
-	buf := make([]byte, 0, min(size, limit+1, maxPrealloc))
-	r = io.LimitReader(r, limit+1)
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
 }

@@ -127,11 +127,11 @@ func TestDownload(t *testing.T) {
 			t.Parallel()
 			o := newOrigin(t, tt.handler)
 			d := newDownloader(t, config())
-			img, err := d.Download(context.Background(), o.URL+"/img")
+			img, err := d.Download(context.Background(), o.URL+"/img", nil, media.Framing{})
 			if tt.reason == nil {
 				require.NoError(t, err)
 				assert.Equal(t, tt.mediaType, img.MediaType)
-				assert.Equal(t, tt.body, img.Data)
+				assert.Equal(t, tt.body, raw(t, img))
 				return
 			}
 			require.Error(t, err)
@@ -153,7 +153,7 @@ func TestDownloadSendsNoClientHeaders(t *testing.T) {
 		got <- r.Header.Clone()
 		serve("image/png", pngBytes)(w, r)
 	})
-	_, err := newDownloader(t, config()).Download(context.Background(), o.URL)
+	_, err := newDownloader(t, config()).Download(context.Background(), o.URL, nil, media.Framing{})
 	require.NoError(t, err)
 	h := <-got
 	delete(h, "User-Agent")
@@ -187,7 +187,7 @@ func TestDownloadRefusesURLsWithoutTouchingTheNetwork(t *testing.T) {
 			cfg.AllowedDomains = tt.domains
 			d := newDownloader(t, cfg, media.WithResolver(newResolver(nil)))
 			require.ErrorIs(t, d.Check(tt.url), tt.reason)
-			_, err := d.Download(context.Background(), tt.url)
+			_, err := d.Download(context.Background(), tt.url, nil, media.Framing{})
 			require.ErrorIs(t, err, tt.reason)
 			var me *media.Error
 			require.ErrorAs(t, err, &me)
@@ -217,9 +217,9 @@ func TestDownloadAllowedDomains(t *testing.T) {
 			cfg := config()
 			cfg.AllowedDomains = tt.domains
 			d := newDownloader(t, cfg, media.WithResolver(r))
-			img, err := d.Download(context.Background(), "http://"+tt.host+":"+o.port()+"/a.png")
+			img, err := d.Download(context.Background(), "http://"+tt.host+":"+o.port()+"/a.png", nil, media.Framing{})
 			require.NoError(t, err)
-			assert.Equal(t, pngBytes, img.Data)
+			assert.Equal(t, pngBytes, raw(t, img))
 		})
 	}
 }
@@ -231,7 +231,7 @@ func TestDownloadDefaultPolicyRefusesLoopback(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(d.CloseIdleConnections)
 	for _, host := range []string{"127.0.0.1", "localhost"} {
-		_, err := d.Download(context.Background(), "http://"+host+":"+o.port()+"/a.png")
+		_, err := d.Download(context.Background(), "http://"+host+":"+o.port()+"/a.png", nil, media.Framing{})
 		require.ErrorIs(t, err, media.ErrBlockedAddress, host)
 		assert.Contains(t, err.Error(), "is not allowed: loopback")
 		var me *media.Error
@@ -259,7 +259,7 @@ func TestDownloadRefusesHostResolvingToBlockedAddress(t *testing.T) {
 			t.Parallel()
 			r := newResolver(map[string][][]netip.Addr{"images.test": {tt.answer}})
 			d := newDownloader(t, config(), media.WithResolver(r))
-			_, err := d.Download(context.Background(), "http://images.test/a.png")
+			_, err := d.Download(context.Background(), "http://images.test/a.png", nil, media.Framing{})
 			require.ErrorIs(t, err, media.ErrBlockedAddress)
 			assert.Contains(t, err.Error(), tt.msg)
 		})
@@ -271,7 +271,7 @@ func TestDownloadSkipsBlockedAddressesOfAHost(t *testing.T) {
 	o := newOrigin(t, serve("image/png", pngBytes))
 	r := newResolver(map[string][][]netip.Addr{"images.test": {addrs("10.0.0.1", "127.0.0.1")}})
 	d := newDownloader(t, config(), media.WithResolver(r))
-	img, err := d.Download(context.Background(), "http://images.test:"+o.port()+"/a.png")
+	img, err := d.Download(context.Background(), "http://images.test:"+o.port()+"/a.png", nil, media.Framing{})
 	require.NoError(t, err, "the allowed address is used, the refused one never dialled")
 	assert.Equal(t, "image/png", img.MediaType)
 }
@@ -290,9 +290,9 @@ func TestDownloadDNSRebindingRefusedAtDial(t *testing.T) {
 	d := newDownloader(t, config(), media.WithResolver(r))
 	url := "http://rebind.test:" + o.port() + "/a.png"
 
-	_, err := d.Download(context.Background(), url)
+	_, err := d.Download(context.Background(), url, nil, media.Framing{})
 	require.NoError(t, err, "first answer: allowed")
-	_, err = d.Download(context.Background(), url)
+	_, err = d.Download(context.Background(), url, nil, media.Framing{})
 	require.ErrorIs(t, err, media.ErrBlockedAddress, "second answer: private, refused at dial")
 	assert.Contains(t, err.Error(), "address 10.0.0.1 is not allowed")
 	assert.Equal(t, 2, r.Calls("rebind.test"))
@@ -331,10 +331,10 @@ func TestDownloadRedirects(t *testing.T) {
 			cfg := config()
 			cfg.AllowedDomains = tt.domains
 			d := newDownloader(t, cfg, media.WithResolver(r))
-			img, err := d.Download(context.Background(), "http://images.test:"+start.port()+"/start")
+			img, err := d.Download(context.Background(), "http://images.test:"+start.port()+"/start", nil, media.Framing{})
 			if tt.reason == nil {
 				require.NoError(t, err)
-				assert.Equal(t, pngBytes, img.Data)
+				assert.Equal(t, pngBytes, raw(t, img))
 				return
 			}
 			require.ErrorIs(t, err, tt.reason)
@@ -360,10 +360,10 @@ func TestDownloadRedirectLimit(t *testing.T) {
 	})
 	d := newDownloader(t, config())
 
-	_, err := d.Download(context.Background(), o.URL+"/hop/10")
+	_, err := d.Download(context.Background(), o.URL+"/hop/10", nil, media.Framing{})
 	require.NoError(t, err, "10 redirects are followed")
 
-	_, err = d.Download(context.Background(), o.URL+"/hop/11")
+	_, err = d.Download(context.Background(), o.URL+"/hop/11", nil, media.Framing{})
 	require.ErrorIs(t, err, media.ErrTooManyRedirects)
 	var me *media.Error
 	require.ErrorAs(t, err, &me)
@@ -381,7 +381,7 @@ func TestDownloadRedirectDropsReferer(t *testing.T) {
 	start := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, target.URL+"/a.png", http.StatusFound)
 	})
-	_, err := newDownloader(t, config()).Download(context.Background(), start.URL+"/a.png?token=secret")
+	_, err := newDownloader(t, config()).Download(context.Background(), start.URL+"/a.png?token=secret", nil, media.Framing{})
 	require.NoError(t, err)
 	assert.Empty(t, (<-got).Get("Referer"))
 }
@@ -394,7 +394,7 @@ func TestDownloadHTTPS(t *testing.T) {
 	})
 	d := newDownloader(t, config(), media.WithTLSConfig(tlsOrigin.Client().Transport.(*http.Transport).TLSClientConfig))
 	for _, url := range []string{tlsOrigin.URL + "/a.jpg", start.URL} {
-		img, err := d.Download(context.Background(), url)
+		img, err := d.Download(context.Background(), url, nil, media.Framing{})
 		require.NoError(t, err, url)
 		assert.Equal(t, "image/jpeg", img.MediaType)
 	}
@@ -405,14 +405,14 @@ func TestDownloadUnreachable(t *testing.T) {
 	o := newOrigin(t, serve("image/png", pngBytes))
 	url := o.URL
 	o.Close()
-	_, err := newDownloader(t, config()).Download(context.Background(), url)
+	_, err := newDownloader(t, config()).Download(context.Background(), url, nil, media.Framing{})
 	require.ErrorIs(t, err, media.ErrUnreachable)
 	var me *media.Error
 	require.ErrorAs(t, err, &me)
 	assert.False(t, me.ClientFault())
 	assert.Contains(t, err.Error(), "connection refused")
 
-	_, err = newDownloader(t, config(), media.WithResolver(newResolver(nil))).Download(context.Background(), "http://nowhere.test/a.png")
+	_, err = newDownloader(t, config(), media.WithResolver(newResolver(nil))).Download(context.Background(), "http://nowhere.test/a.png", nil, media.Framing{})
 	require.ErrorIs(t, err, media.ErrUnreachable)
 	assert.Contains(t, err.Error(), "no such host")
 }
@@ -446,7 +446,7 @@ func TestDownloadTimeout(t *testing.T) {
 			o := newOrigin(t, tt.handler)
 			cfg := config()
 			cfg.Timeout = 50 * time.Millisecond
-			_, err := newDownloader(t, cfg).Download(context.Background(), o.URL)
+			_, err := newDownloader(t, cfg).Download(context.Background(), o.URL, nil, media.Framing{})
 			require.ErrorIs(t, err, media.ErrTimeout)
 			assert.NotErrorIs(t, err, context.DeadlineExceeded, "a download timeout is the origin's fault (502), not the request's deadline")
 			var me *media.Error
@@ -468,7 +468,7 @@ func TestDownloadCancelled(t *testing.T) {
 	errc := make(chan error, 1)
 	d := newDownloader(t, config())
 	go func() {
-		_, err := d.Download(ctx, o.URL)
+		_, err := d.Download(ctx, o.URL, nil, media.Framing{})
 		errc <- err
 	}()
 	<-started
@@ -478,7 +478,7 @@ func TestDownloadCancelled(t *testing.T) {
 	var me *media.Error
 	assert.NotErrorAs(t, err, &me, "cancellation is nobody's fault")
 
-	_, err = d.Download(ctx, o.URL)
+	_, err = d.Download(ctx, o.URL, nil, media.Framing{})
 	assert.ErrorIs(t, err, context.Canceled, "already cancelled")
 }
 

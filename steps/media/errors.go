@@ -17,6 +17,7 @@ var (
 	ErrBlockedAddress   = errors.New("address not allowed")
 	ErrTooManyRedirects = errors.New("too many redirects")
 	ErrTooLarge         = errors.New("too large")
+	ErrTotalTooLarge    = errors.New("images too large in total")
 	ErrNotImage         = errors.New("not an allowed image type")
 	ErrDataURI          = errors.New("invalid data URI")
 
@@ -57,14 +58,15 @@ func (e *Error) OriginFailed() bool { return !e.ClientFault() }
 
 // ClientFault reports whether the request is to blame (a blocked address,
 // a domain not allowed, a bad scheme, URL or host, a name that does not
-// exist, too many redirects, too large, not an image, a bad data URI)
+// exist, too many redirects, too large alone or with the request's other
+// images, not an image, a bad data URI)
 // rather than the origin (a non-2xx answer, a network error, a lookup that
 // failed for another reason than the name, a timeout, a truncated or
 // empty body).
 func (e *Error) ClientFault() bool {
 	switch e.Reason {
 	case ErrInvalidURL, ErrUnresolvable, ErrScheme, ErrDomainNotAllowed, ErrBlockedAddress,
-		ErrTooManyRedirects, ErrTooLarge, ErrNotImage, ErrDataURI:
+		ErrTooManyRedirects, ErrTooLarge, ErrTotalTooLarge, ErrNotImage, ErrDataURI:
 		return true
 	}
 	return false

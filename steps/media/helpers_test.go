@@ -3,6 +3,7 @@ package media_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -125,4 +126,15 @@ func httptestTLS(t *testing.T, h http.HandlerFunc) *httptest.Server {
 	s := httptest.NewTLSServer(h)
 	t.Cleanup(s.Close)
 	return s
+}
+
+// raw is img's body, decoded from its base64, after checking that the
+// base64 fills img.Framed (downloaded with no framing).
+func raw(t *testing.T, img media.Image) []byte {
+	t.Helper()
+	require.Equal(t, img.Base64, string(img.Framed))
+	data, err := base64.StdEncoding.DecodeString(img.Base64)
+	require.NoError(t, err)
+	require.Len(t, data, int(img.Size))
+	return data
 }

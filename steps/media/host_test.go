@@ -31,7 +31,7 @@ func TestDownloadRefusesNumericHostsThatAreNotAddresses(t *testing.T) {
 			d := newDownloader(t, config(), media.WithResolver(r))
 			url := "http://" + host + "/a.png"
 			require.ErrorIs(t, d.Check(url), media.ErrInvalidURL)
-			_, err := d.Download(context.Background(), url)
+			_, err := d.Download(context.Background(), url, nil, media.Framing{})
 			require.ErrorIs(t, err, media.ErrInvalidURL)
 			var me *media.Error
 			require.ErrorAs(t, err, &me)
@@ -53,7 +53,7 @@ func TestDownloadRefusesARedirectToANumericHost(t *testing.T) {
 	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "http://0x7f000001/a.png", http.StatusFound)
 	})
-	_, err := newDownloader(t, config()).Download(context.Background(), o.URL)
+	_, err := newDownloader(t, config()).Download(context.Background(), o.URL, nil, media.Framing{})
 	require.ErrorIs(t, err, media.ErrInvalidURL)
 	assert.Contains(t, err.Error(), `host "0x7f000001" is not valid`)
 }
@@ -82,7 +82,7 @@ func TestDownloadHostThatDoesNotResolve(t *testing.T) {
 			t.Parallel()
 			r := &failingResolver{err: tt.err}
 			d := newDownloader(t, config(), media.WithResolver(r))
-			_, err := d.Download(context.Background(), "http://"+tt.host+"/a.png")
+			_, err := d.Download(context.Background(), "http://"+tt.host+"/a.png", nil, media.Framing{})
 			require.ErrorIs(t, err, tt.reason)
 			var me *media.Error
 			require.ErrorAs(t, err, &me)
