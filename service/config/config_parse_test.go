@@ -61,7 +61,7 @@ func TestParseErrors(t *testing.T) {
 		{name: "tracing sample ratio", yaml: minimal + "tracing: {sample_ratio: 1.5}", err: "tracing.sample_ratio: must be between 0 and 1, got 1.5"},
 		{name: "unknown root key", yaml: minimal + "bogus: 1", err: `unknown key "bogus" (known: gateway, log_level, pipeline, server, tracing)`},
 		{name: "pipeline key at the root", yaml: minimal + "use_openai_format: false", err: `unknown key "use_openai_format" (known: gateway, log_level, pipeline, server, tracing)`},
-		{name: "unknown server key", yaml: minimal + "server: {listen: ':1'}", err: `server: unknown key "listen" (known: grpc_listen_addr, grpc_tls, listen_addr, max_concurrent_requests, max_concurrent_streams, max_header_bytes, max_request_body_size, read_header_timeout, read_timeout, retry_after, shutdown_timeout, stream_write_timeout, tls, trust_client_transfer_params, write_timeout)`},
+		{name: "unknown server key", yaml: minimal + "server: {listen: ':1'}", err: `server: unknown key "listen" (known: grpc_listen_addr, grpc_tls, listen_addr, max_concurrent_requests, max_concurrent_streams, max_content_blocks, max_header_bytes, max_json_nodes, max_messages, max_request_body_size, read_header_timeout, read_timeout, retry_after, shutdown_timeout, stream_write_timeout, tls, trust_client_transfer_params, write_timeout)`},
 		{name: "unknown step key", yaml: minimal + "pipeline:\n  steps:\n    - type: render\n      parms: {}", err: `pipeline.steps[0]: unknown key "parms" (known: params, type)`},
 		{name: "fractional int", yaml: minimal + "server: {max_request_body_size: 64.5}", err: "server.max_request_body_size: expected integer, got 64.5"},
 		{name: "string for int", yaml: minimal + "log_level: '3'", err: "log_level: expected number, got string"},
