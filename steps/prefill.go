@@ -274,26 +274,31 @@ func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessag
 		b.WriteString("}")
 		return b.Parts(), nil
 	default: // generate
-		tokens, images, err := generatePrefillPrompt(rc, doc)
-		if err != nil {
-			return nil, err
-		}
-		var b jsonbody.Segments
-		prefillHead(&b, rc, doc)
-		b.WriteString(`,"token_ids":`)
-		b.Ref(tokens)
-		appendPrefillFeatures(&b, images)
-		b.WriteString(`,"sampling_params":{"max_tokens":1`)
-		pd.AppendSamplingAsk(&b, ask, rc.Stream)
-		b.WriteString(`,"extra_args":{"kv_transfer_params":`)
-		b.Write(kvParams)
-		if ecParams != nil {
-			b.WriteString(`,"ec_transfer_params":`)
-			b.Write(ecParams)
-		}
-		b.WriteString(`}},"stream":false}`)
-		return b.Parts(), nil
+		return generatePrefillBody(rc, doc, ask, kvParams, ecParams)
 	}
+}
+
+// generatePrefillBody writes a generate-format prefill leg (prefillBody).
+func generatePrefillBody(rc *RequestContext, doc *Document, ask pd.PromptAsk, kvParams, ecParams json.RawMessage) ([][]byte, error) {
+	tokens, images, err := generatePrefillPrompt(rc, doc)
+	if err != nil {
+		return nil, err
+	}
+	var b jsonbody.Segments
+	prefillHead(&b, rc, doc)
+	b.WriteString(`,"token_ids":`)
+	b.Ref(tokens)
+	appendPrefillFeatures(&b, images)
+	b.WriteString(`,"sampling_params":{"max_tokens":1`)
+	pd.AppendSamplingAsk(&b, ask, rc.Stream)
+	b.WriteString(`,"extra_args":{"kv_transfer_params":`)
+	b.Write(kvParams)
+	if ecParams != nil {
+		b.WriteString(`,"ec_transfer_params":`)
+		b.Write(ecParams)
+	}
+	b.WriteString(`}},"stream":false}`)
+	return b.Parts(), nil
 }
 
 // generatePrefillPrompt is the token IDs (as JSON) and images of a
