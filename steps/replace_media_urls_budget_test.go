@@ -89,7 +89,7 @@ func TestReplaceMediaURLsDrawsFromTheBudget(t *testing.T) {
 			assert.Contains(t, err.Error(), "downloading image ")
 			assert.NotErrorIs(t, err, steps.ErrInvalidRequest)
 			assert.Zero(t, a.Held())
-			assert.Equal(t, int64(1), small.Refused())
+			assert.Positive(t, small.Refused())
 		})
 	}
 }
@@ -100,26 +100,28 @@ func TestReplaceMediaURLsDrawsFromTheBudget(t *testing.T) {
 // naming the cap, and neither what the budget saw them hold nor the heap
 // goes past the cap's 8 inlined copies (8 × 64 MiB × 4/3 ≈ 683 MiB) and a
 // margin; before the cap, the first request alone peaked at 1.3 GiB. Then
-// 8 requests that fit a smaller cap (2 images of 10 MiB under 24 MB: less
-// to move on a loaded machine) are all served, within the same bound.
+// 8 requests that fit a smaller cap (4 images of 2 MiB under 8 MB: little
+// to move on a loaded machine under -race) are all served, within that
+// cap's bound.
 func TestReplaceMediaURLsMemoryUnderConcurrentRequests(t *testing.T) {
 	if testing.Short() {
 		t.Skip("downloads hundreds of MiB over loopback")
 	}
-	o := newMediaOrigin(t, serveGenerated(10<<20, false))
 	const requests = 8
 	for _, tc := range []struct {
 		name     string
 		capMB    int64
 		images   int
+		size     int
 		answered bool
 	}{
-		{name: "hostile: 64 images of 10 MiB", capMB: steps.DefaultMaxTotalDownloadSize, images: 64},
-		{name: "within the cap: 2 images of 10 MiB", capMB: 24, images: 2, answered: true},
+		{name: "hostile: 64 images of 10 MiB", capMB: steps.DefaultMaxTotalDownloadSize, images: 64, size: 10 << 20},
+		{name: "within the cap: 4 images of 2 MiB", capMB: 8, images: 4, size: 2 << 20, answered: true},
 	} {
+		o := newMediaOrigin(t, serveGenerated(tc.size, false))
 		// A loaded machine under -race moves the images over loopback slower
 		// than the default download_timeout allows.
-		step := newReplaceMedia(t, map[string]any{"download_timeout": "2m", "max_total_download_size": tc.capMB})
+		step := newReplaceMedia(t, map[string]any{"download_timeout": "5m", "max_total_download_size": tc.capMB})
 		// What the budget may see: each request's images inlined, and
 		// max_concurrent_downloads (10) chunks being gathered; the heap also
 		// has the chunks being read and garbage not yet swept.
