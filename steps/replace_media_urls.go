@@ -35,8 +35,8 @@ const DefaultMaxMultimodalEntries = 64
 // 4/3 ≈ 85 MiB, and 8 such requests at once 683 MiB: within the memory
 // budget's default of half the Helm chart's GOMEMLIMIT (900 of 1800 MiB),
 // leaving room for their bodies and legs. It is above OpenAI's own 50 MB
-// of images per request, and holds 64 images (max_multimodal_entries) of 1
-// MB, a large photo.
+// of images per request, and lets max_multimodal_entries (64) images of 1
+// MB each through.
 const DefaultMaxTotalDownloadSize = 64
 
 // maxDownloadSizeMB is the largest max_download_size, in MB: the cap in

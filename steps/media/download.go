@@ -2,8 +2,11 @@
 // Downloader that refuses to reach private, loopback or metadata addresses
 // (checked on the address actually dialled, so DNS rebinding and redirects
 // cannot get around it), caps size, time and redirects, and accepts only
-// image types; and ParseDataURI for images already inlined. It knows
-// nothing of pipelines or request bodies.
+// image types, and hands each image over as the base64 inside the caller's
+// framing, written as the body arrives (the image is held once); a Quota
+// caps what one request's downloads take together and draws their memory
+// from its budget account; and ParseDataURI for images already inlined.
+// It knows nothing of pipelines or request bodies.
 package media
 
 import (
