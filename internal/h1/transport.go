@@ -84,7 +84,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// supported refuses what the transport does not do.
+// supported refuses what the transport does not do, and what net/http's
+// refuses (valid).
 func supported(req *http.Request) error {
 	switch {
 	case req.URL == nil:
@@ -94,7 +95,7 @@ func supported(req *http.Request) error {
 	case req.URL.Host == "":
 		return errors.New("h1: no host in request URL")
 	}
-	return nil
+	return valid(req)
 }
 
 // closeBody closes req's body, as a RoundTripper must even on failure.
