@@ -391,6 +391,11 @@ func (r *Request) body() []byte {
 // roundTrip sends req, a leg of ctx's: a failure is ctx's cause when ctx
 // ended (the caller's cancellation), a *TransportError otherwise, of the
 // leg's own cause when its context ended (Options.Timeout).
+//
+// An answer whose status is outside 100-599 is no HTTP answer: its body is
+// closed and the leg fails with a *TransportError wrapping
+// ErrInvalidStatus (a 502 to the client), on every leg, the relayed ones
+// included.
 func (c *Client) roundTrip(ctx context.Context, leg string, req *http.Request) (*http.Response, error) {
 	resp, err := c.pool.RoundTrip(req)
 	if err != nil {
@@ -402,8 +407,17 @@ func (c *Client) roundTrip(ctx context.Context, leg string, req *http.Request) (
 		}
 		return nil, &TransportError{Leg: leg, Err: err}
 	}
+	if resp.StatusCode < 100 || resp.StatusCode > 599 {
+		resp.Body.Close()
+		return nil, &TransportError{Leg: leg, Err: fmt.Errorf("%w: %d", ErrInvalidStatus, resp.StatusCode)}
+	}
 	return resp, nil
 }
+
+// ErrInvalidStatus is the failure of a leg answered with a status outside
+// 100-599 (http.ReadResponse takes any three digits): the worker is not
+// speaking HTTP, and its answer is never relayed.
+var ErrInvalidStatus = errors.New("answer status outside 100-599")
 
 // injectTrace puts the leg span's context in h when tracing is on,
 // replacing the client's forwarded traceparent, tracestate and baggage
