@@ -150,8 +150,11 @@ type Request struct {
 	// the request document refers to the client's unchanged bytes).
 	Parts [][]byte
 	// Retry marks a leg that is safe to send again (render, encode,
-	// prefill): it is retried by the client's Retry policy. Never set on
-	// a decode leg.
+	// prefill): it is retried by the client's Retry policy, and sent once
+	// more at once, on a new connection, when the kept connection it went
+	// out on dies before any byte of the answer (idempotencyKey). Never
+	// set on a decode leg: that one goes again only when nothing of it
+	// went out.
 	Retry bool
 }
 
@@ -307,6 +310,9 @@ func (c *Client) newRequest(ctx, legCtx context.Context, r *Request, span trace.
 	if r.Prefer != "" {
 		h["Prefer"] = []string{r.Prefer}
 	}
+	if r.Retry {
+		h[idempotencyKey] = nil
+	}
 	injectTrace(ctx, span, h)
 	if c.log != nil && c.log.Enabled(ctx, levelTrace) {
 		c.logLeg(ctx, r, req)
@@ -335,6 +341,13 @@ func statusError(leg string, resp *http.Response) error {
 		Body:        body,
 	}
 }
+
+// idempotencyKey marks, with a nil value, a leg safe to send twice
+// (Request.Retry) to the pool: when the kept connection it went out on
+// dies before any byte of the answer, h1's Transport and net/http's send it
+// once more on a new connection (net/http's documented rule). The nil
+// value writes no header line: no worker sees it.
+const idempotencyKey = "Idempotency-Key"
 
 // jsonContentType is every leg's Content-Type value. Legs share it, and
 // profileValue's, to spare each leg the allocations: net/http and the
