@@ -47,6 +47,7 @@ func withGatewayExtensions(g config.Gateway) config.Gateway {
 	g.ConnectTimeout = 10 * time.Second
 	g.StreamIdleTimeout = 120 * time.Second
 	g.Retry = upstream.Retry{MaxAttempts: 3, InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second}
+	g.Transport = "h1"
 	return g
 }
 

@@ -66,6 +66,9 @@ type Options struct {
 	// Log, if set, gets one line per leg at trace level with the redacted
 	// headers and body (see RedactBody); nothing is logged above trace.
 	Log *slog.Logger
+	// Transport picks the pool of a plain-http address: TransportH1 (""
+	// too) or TransportNetHTTP. An https address always gets net/http's.
+	Transport string
 	// TLS, if set, gives the TLS config of each new connection to an https
 	// address. It is called once per dial and its result is not kept, so
 	// certificates and CAs reloaded from disk (see tlsfiles.Client) apply
@@ -105,6 +108,9 @@ func New(o Options) (*Client, error) {
 	u, err := url.Parse(o.Address)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("upstream: address must be an http(s) URL with a host, got %q", o.Address)
+	}
+	if err := validTransport(o.Transport); err != nil {
+		return nil, err
 	}
 	connect := o.ConnectTimeout
 	if connect <= 0 {
