@@ -1,9 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -49,4 +55,30 @@ pipeline:
 			assert.Equal(t, "decode answered no HTTP status (request_id: transport-999)", msg)
 		})
 	}
+}
+
+// TestAClientHeaderNoLegMayCarryIsRefusedAtTheDoor: a header name or value
+// that h1 (and net/http's transport) would refuse to send on a leg never
+// gets that far: the REST listener's server answers 400 before the
+// coordinator sees the request, so no leg goes out. (gRPC's HTTP/2
+// framer refuses such metadata alike.) h1's own check is the last line of
+// defence, for headers the coordinator itself sets.
+func TestAClientHeaderNoLegMayCarryIsRefusedAtTheDoor(t *testing.T) {
+	t.Parallel()
+	s, gw, _ := startSim(t, sim.Options{Strict: true})
+	st := startStack(t, gw, "", decodeOnly)
+	addr := strings.TrimPrefix(st.restURL, "http://")
+	for _, header := range []string{"X-A: a\x00b", "X-A: a\x7fb", "X A: v", "X\x01A: v"} {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		require.NoError(t, c.SetDeadline(time.Now().Add(30*time.Second)))
+		_, err = io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: coordinator\r\nContent-Type: application/json\r\n"+
+			header+"\r\nContent-Length: "+strconv.Itoa(len(chatBody))+"\r\n\r\n"+chatBody)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err, "%q", header)
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "%q", header)
+		_ = c.Close()
+	}
+	assert.Empty(t, s.Legs(), "no leg went out")
 }
