@@ -58,6 +58,7 @@ func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, relo
 		ConnectTimeout:        cfg.Gateway.ConnectTimeout,
 		StreamIdleTimeout:     cfg.Gateway.StreamIdleTimeout,
 		Retry:                 cfg.Gateway.Retry,
+		Transport:             cfg.Gateway.Transport,
 		TLS:                   tlsConfig,
 		UserAgent:             cfg.Gateway.UserAgent,
 	})

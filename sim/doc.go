@@ -85,7 +85,8 @@
 // and the direct [Sim.Worker]), conditional (decode legs with Prefer:
 // if-available), render. Faults:
 //
-//	status:<code>        answer <code> (400-599) with a vLLM-shaped JSON error body
+//	status:<code>        answer <code> (400-999; past 599 no HTTP status, as a
+//	                     broken worker's) with a vLLM-shaped JSON error body
 //	status-once:<code>   the same for the request's first leg only: status:<code>/1
 //	hang                 send nothing until the client goes away
 //	close                close the connection before any answer (the client

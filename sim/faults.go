@@ -98,7 +98,7 @@ func validFaultTarget(t string) bool {
 // parseFault reads one fault: a kind, optionally limited to the first n
 // legs with a "/<n>" suffix; status-once:<code> is status:<code>/1.
 func parseFault(spec string) (fault, *apiError) {
-	bad := badRequest("sim: invalid %s fault %q: want status:<400-599>, status-once:<400-599>, hang, hang-mid-stream, "+
+	bad := badRequest("sim: invalid %s fault %q: want status:<400-999>, status-once:<400-999>, hang, hang-mid-stream, "+
 		"reset-mid-stream, close or no-kv-params, optionally followed by /<n>", FaultHeader, spec)
 	kind, times := spec, 0
 	if k, n, ok := strings.Cut(spec, "/"); ok {
@@ -139,7 +139,7 @@ func parseFaultKind(spec string) (fault, bool) {
 		f.times = 1
 	}
 	n, err := strconv.Atoi(code)
-	if !ok || err != nil || n < 400 || n > 599 {
+	if !ok || err != nil || n < 400 || n > 999 { // past 599: a broken worker's
 		return fault{}, false
 	}
 	f.status = n

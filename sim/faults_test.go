@@ -44,6 +44,8 @@ func TestParseFaults(t *testing.T) {
 		{name: "unknown fault", values: []string{"decode=explode"}, wantErr: `sim: invalid X-Sim-Fault fault "explode"`},
 		{name: "status not a number", values: []string{"decode=status:abc"}, wantErr: `sim: invalid X-Sim-Fault fault "status:abc"`},
 		{name: "status out of range", values: []string{"decode=status:200"}, wantErr: `sim: invalid X-Sim-Fault fault "status:200"`},
+		{name: "no HTTP status", values: []string{"decode=status:999"}, want: faultSet{"decode": {kind: faultStatus, status: 999}}},
+		{name: "past three digits", values: []string{"decode=status:1000"}, wantErr: `sim: invalid X-Sim-Fault fault "status:1000"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -237,7 +237,8 @@ func (c faultCase) check(t *testing.T, front faultFront, id string, got faultOut
 }
 
 // TestUpstreamFaultsBeforeTheFirstByte: a leg that closes the connection,
-// hangs, stalls or breaks off its answer before anything reached the client
+// hangs, stalls, breaks off its answer or answers a status outside 100-599
+// (never relayed, the decode leg's neither) before anything reached the client
 // gets a 502 or 504 OpenAI error (REST, streamed or not) or the matching
 // gRPC status with the UpstreamError, within the configured timeouts.
 func TestUpstreamFaultsBeforeTheFirstByte(t *testing.T) {
@@ -258,6 +259,7 @@ func TestUpstreamFaultsBeforeTheFirstByte(t *testing.T) {
 			faultCase{fault: leg + "=hang", status: 504, message: name + " timed out"},
 			faultCase{fault: leg + "=hang-mid-stream", status: 504, message: stalled},
 			faultCase{fault: leg + "=reset-mid-stream", status: 502, message: cutOff},
+			faultCase{fault: leg + "=status:999", status: 502, message: name + " answered no HTTP status"},
 		)
 	}
 	for _, c := range cases {
@@ -267,7 +269,7 @@ func TestUpstreamFaultsBeforeTheFirstByte(t *testing.T) {
 			}
 			t.Run(c.fault+"/"+string(front), func(t *testing.T) {
 				t.Parallel()
-				id := strings.NewReplacer("=", "-", "[", "", "]", "").Replace(c.fault) + "-" + string(front)
+				id := strings.NewReplacer("=", "-", "[", "", "]", "", ":", "-").Replace(c.fault) + "-" + string(front)
 				start := time.Now()
 				got := st.faultCall(t, front, id, c.fault)
 				c.check(t, front, id, got, time.Since(start))

@@ -28,6 +28,9 @@ type conn struct {
 	stop    func() bool
 	aborted atomic.Bool
 	werr    error // the last write's failure, from the connection
+	// reused: kept from an earlier request; wrote: a byte of the request
+	// went out; heard: a byte of the answer came (resendable).
+	reused, wrote, heard bool
 	// head is the request's header while write holds it back, for it to
 	// go out with what follows it; holding: the next write is the header.
 	head    []byte
@@ -112,9 +115,10 @@ const earlyAnswerWait = time.Second
 // When the connection failed, the server may have answered before it read
 // the whole body, and closed: that answer is the round trip's, as with
 // net/http. A request body that failed as it was read fails the round
-// trip with its own error, and the request, cut short, gets no answer.
+// trip with its own error, and the request, cut short, gets no answer;
+// nor does a request nothing of which went out.
 func (c *conn) earlyAnswer(req *http.Request, err error) (*http.Response, error) {
-	if c.werr == nil || c.aborted.Load() {
+	if c.werr == nil || c.aborted.Load() || !c.wrote {
 		return nil, err
 	}
 	c.setReadDeadline(time.Now().Add(earlyAnswerWait))
@@ -134,7 +138,7 @@ func (c *conn) earlyAnswer(req *http.Request, err error) (*http.Response, error)
 // then goes out with it in one writev (ReadFrom). A small leg is one system
 // call, not two, and the worker reads it whole.
 func (c *conn) write(req *http.Request) error {
-	c.werr = nil
+	c.werr, c.wrote, c.heard = nil, false, false
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 		req = tracked(req)
 	}
@@ -180,6 +184,7 @@ func (c *conn) Write(p []byte) (int, error) {
 		return c.writeHeadAnd(p)
 	}
 	n, err := c.nc.Write(p)
+	c.wrote = c.wrote || n > 0
 	if err != nil {
 		c.werr = err
 	}
@@ -207,6 +212,7 @@ func (c *conn) writeHeadAnd(bufs ...[]byte) (int, error) {
 	c.vec = append(c.vec, bufs...)
 	c.out = c.vec
 	n, err := c.out.WriteTo(c.nc)
+	c.wrote = c.wrote || n > 0
 	clear(c.vec) // the array stays, not the request's pieces
 	c.vec, c.out, c.head = c.vec[:0], nil, c.head[:0]
 	if cap(c.vec) > maxHeldPieces {
@@ -291,7 +297,7 @@ func (b *trackedBody) Read(p []byte) (int, error) {
 // answers; all of them together within maxHeaderBytes, as net/http's.
 func (c *conn) readHeader(req *http.Request) (*http.Response, error) {
 	c.limit = maxHeaderBytes
-	defer func() { c.limit = -1 }()
+	defer func() { c.heard, c.limit = c.limit < maxHeaderBytes, -1 }()
 	for {
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil {

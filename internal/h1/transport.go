@@ -10,9 +10,11 @@
 // on its worker included. The coordinator's legs are all this transport
 // does: requests to one or a few plain-http hosts over keep-alive
 // connections, one request at a time on each. It writes the very bytes
-// net/http's Transport writes (both use http.Request's writer) and reads
-// answers with http.ReadResponse. It does not do HTTPS, HTTP/2, proxies,
-// 100-continue or compression (a leg asks for none).
+// net/http's Transport writes (both use http.Request's writer), refuses
+// the requests it refuses (valid.go), sends a request once more where it
+// would (resend.go) and reads answers with http.ReadResponse. It does not
+// do HTTPS, HTTP/2, proxies, 100-continue or compression (a leg asks for
+// none).
 package h1
 
 import (
@@ -58,7 +60,9 @@ var errHeaderTooLarge = errors.New("h1: answer header larger than 1 MiB")
 // The body reads from the connection; the connection is kept for the next
 // request once the body was read to its end, and closed when the body is
 // closed before. req's context ending fails the round trip, or the body's
-// next Read, with the context's cause.
+// next Read, with the context's cause. A round trip on a kept connection
+// that failed before any byte of the answer came is made once more, on a
+// new connection, when net/http's would (conn.resendable).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := supported(req); err != nil {
 		closeBody(req)
@@ -71,6 +75,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
+	resp, err := t.try(ctx, c, req)
+	if err != nil && c.resendable(ctx, req, err) {
+		return t.resend(ctx, key, req, err)
+	}
+	return resp, err
+}
+
+// try makes req's round trip on c: the answer, its body reading from c, or
+// the failure, c closed.
+func (t *Transport) try(ctx context.Context, c *conn, req *http.Request) (*http.Response, error) {
 	resp, err := c.roundTrip(ctx, req, t.ResponseHeaderTimeout)
 	if err != nil {
 		c.stop()
@@ -84,7 +98,24 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// supported refuses what the transport does not do.
+// resend sends req once more, on a new connection, after its round trip
+// on a kept one failed with first (conn.resendable). A body that cannot be
+// had again fails it with first.
+func (t *Transport) resend(ctx context.Context, key string, req *http.Request, first error) (*http.Response, error) {
+	again, err := rewound(req)
+	if err != nil {
+		return nil, first
+	}
+	nc, err := t.dial(ctx, key)
+	if err != nil {
+		closeBody(again)
+		return nil, err
+	}
+	return t.try(ctx, newConn(nc, key), again)
+}
+
+// supported refuses what the transport does not do, and what net/http's
+// refuses (valid).
 func supported(req *http.Request) error {
 	switch {
 	case req.URL == nil:
@@ -94,7 +125,7 @@ func supported(req *http.Request) error {
 	case req.URL.Host == "":
 		return errors.New("h1: no host in request URL")
 	}
-	return nil
+	return valid(req)
 }
 
 // closeBody closes req's body, as a RoundTripper must even on failure.
@@ -120,6 +151,7 @@ func (t *Transport) conn(ctx context.Context, key string) (*conn, error) {
 			break
 		}
 		if c.alive() {
+			c.reused = true
 			return c, nil
 		}
 		c.close()

@@ -103,7 +103,8 @@ func RefusalStatus(r *steps.Refusal, step, requestID string) *status.Status {
 // transportStatus is the status of a leg that got no usable answer: a
 // timeout (connect, response headers, a silent body) is DEADLINE_EXCEEDED
 // (REST 504), anything else (refused, reset, not HTTP, a body cut off) is
-// UNAVAILABLE (REST 502). Both carry an UpstreamError without a status.
+// UNAVAILABLE (REST 502), a status outside 100-599 included. Both carry an
+// UpstreamError without a status.
 func transportStatus(te *upstream.TransportError, requestID string) *status.Status {
 	code, what := codes.Unavailable, "unreachable"
 	switch {
@@ -113,6 +114,8 @@ func transportStatus(te *upstream.TransportError, requestID string) *status.Stat
 		code, what = codes.DeadlineExceeded, "timed out"
 	case te.InBody:
 		what = "answer cut off"
+	case errors.Is(te.Err, upstream.ErrInvalidStatus):
+		what = "answered no HTTP status"
 	}
 	return withDetail(status.New(code, fmt.Sprintf("%s %s (request_id: %s)", te.Leg, what, requestID)),
 		&coordinatorv1.UpstreamError{Leg: te.Leg})

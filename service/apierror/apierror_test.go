@@ -131,6 +131,8 @@ func TestTransportFailures(t *testing.T) {
 			code: codes.DeadlineExceeded, httpStatus: 504, message: "decode answer stalled (request_id: rid)"},
 		{name: "reset mid-body", err: fmt.Errorf("prefill: read answer: %w", &upstream.TransportError{Leg: "prefill", Err: io.ErrUnexpectedEOF, InBody: true}),
 			code: codes.Unavailable, httpStatus: 502, message: "prefill answer cut off (request_id: rid)"},
+		{name: "a status outside 100-599", err: &upstream.TransportError{Leg: "decode", Err: fmt.Errorf("%w: 999", upstream.ErrInvalidStatus)},
+			code: codes.Unavailable, httpStatus: 502, message: "decode answered no HTTP status (request_id: rid)"},
 		{name: "a silent render body wrapped again", err: &upstream.TransportError{Leg: "render", Err: fmt.Errorf("read answer: %w",
 			&upstream.TransportError{Leg: "render", Err: upstream.ErrStreamIdle, InBody: true})},
 			code: codes.DeadlineExceeded, httpStatus: 504, message: "render timed out"},

@@ -223,6 +223,13 @@ type Gateway struct {
 	// (encode, prefill): keys gateway.retry.{max_attempts,initial_backoff,
 	// max_backoff}, default 3 attempts, 50ms, 1s (coordinator extension).
 	Retry upstream.Retry `param:"retry"`
+	// Transport is the client transport of a plain-http address: "h1"
+	// (the coordinator's own, each leg on its caller's goroutine) or
+	// "net/http" (Go's Transport, two goroutines a connection); "" means
+	// "h1". An https address always uses net/http's. Key
+	// gateway.transport, default "h1", env COORDINATOR_GATEWAY_TRANSPORT
+	// (coordinator extension).
+	Transport string `param:"transport"`
 	// TLS is the https client's CAs, client certificate (mutual TLS) and
 	// server name (coordinator extension). Keys
 	// gateway.tls.{ca_file,cert_file,key_file,server_name,insecure_skip_verify};
@@ -303,6 +310,7 @@ func Default() Config {
 			StreamIdleTimeout:   120 * time.Second,
 			Retry:               upstream.DefaultRetry,
 			UserAgent:           upstream.DefaultUserAgent,
+			Transport:           upstream.TransportH1,
 		},
 		Pipeline: Pipeline{UseOpenAIFormat: true},
 	}
@@ -415,6 +423,9 @@ func (g Gateway) validate() error {
 	}
 	if g.MaxIdleConnsPerHost < 0 {
 		return fmt.Errorf("gateway.max_idle_conns_per_host: must not be negative, got %d", g.MaxIdleConnsPerHost)
+	}
+	if g.Transport != "" && g.Transport != upstream.TransportH1 && g.Transport != upstream.TransportNetHTTP {
+		return fmt.Errorf("gateway.transport: must be %q or %q, got %q", upstream.TransportH1, upstream.TransportNetHTTP, g.Transport)
 	}
 	if g.TLS.Enabled() && u.Scheme != "https" {
 		return fmt.Errorf("gateway.tls: set but gateway.address %q is not https", g.Address)

@@ -42,6 +42,7 @@ func TestParseErrors(t *testing.T) {
 		{name: "idle conn timeout zero", yaml: minimal + "  idle_conn_timeout: 0s", err: "gateway.idle_conn_timeout: must be positive, got 0s"},
 		{name: "gateway timeout zero", yaml: minimal + "  timeout: 0s", err: "gateway.timeout: must be positive, got 0s"},
 		{name: "connect timeout zero", yaml: minimal + "  connect_timeout: 0s", err: "gateway.connect_timeout: must be positive, got 0s"},
+		{name: "gateway transport", yaml: minimal + "  transport: h2", err: `gateway.transport: must be "h1" or "net/http", got "h2"`},
 		{name: "stream idle negative", yaml: minimal + "  stream_idle_timeout: -1s", err: "gateway.stream_idle_timeout: must not be negative, got -1s"},
 		{name: "retry attempts negative", yaml: minimal + "  retry: {max_attempts: -1}", err: "gateway.retry.max_attempts: must not be negative, got -1"},
 		{name: "retry backoff inverted", yaml: minimal + "  retry: {initial_backoff: 2s, max_backoff: 1s}", err: "gateway.retry.max_backoff: must not be below initial_backoff (2s), got 1s"},

@@ -48,6 +48,7 @@ func withGatewayExtensions(g config.Gateway) config.Gateway {
 	g.StreamIdleTimeout = 120 * time.Second
 	g.Retry = upstream.Retry{MaxAttempts: 3, InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second}
 	g.UserAgent = "coordinator"
+	g.Transport = "h1"
 	return g
 }
 

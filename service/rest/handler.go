@@ -41,7 +41,7 @@ type Handler struct {
 	// (server.trust_client_transfer_params).
 	trustTransfer bool
 	// limits bound a body's structure as it is parsed (zero: the defaults).
-	limits  steps.DocumentLimits
+	limits steps.DocumentLimits
 	// trusted are the routing headers a client may set
 	// (server.trusted_routing_headers).
 	trusted headers.Trusted

@@ -67,6 +67,9 @@ type Options struct {
 	// Log, if set, gets one line per leg at trace level with the redacted
 	// headers and body (see RedactBody); nothing is logged above trace.
 	Log *slog.Logger
+	// Transport picks the pool of a plain-http address: TransportH1 (""
+	// too) or TransportNetHTTP. An https address always gets net/http's.
+	Transport string
 	// TLS, if set, gives the TLS config of each new connection to an https
 	// address. It is called once per dial and its result is not kept, so
 	// certificates and CAs reloaded from disk (see tlsfiles.Client) apply
@@ -117,6 +120,9 @@ func New(o Options) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("upstream: address must be an http(s) URL with a host, got %q", o.Address)
 	}
+	if err := validTransport(o.Transport); err != nil {
+		return nil, err
+	}
 	connect := o.ConnectTimeout
 	if connect <= 0 {
 		connect = DefaultConnectTimeout
@@ -162,8 +168,11 @@ type Request struct {
 	// the request document refers to the client's unchanged bytes).
 	Parts [][]byte
 	// Retry marks a leg that is safe to send again (render, encode,
-	// prefill): it is retried by the client's Retry policy. Never set on
-	// a decode leg.
+	// prefill): it is retried by the client's Retry policy, and sent once
+	// more at once, on a new connection, when the kept connection it went
+	// out on dies before any byte of the answer (idempotencyKey). Never
+	// set on a decode leg: that one goes again only when nothing of it
+	// went out.
 	Retry bool
 }
 
@@ -320,6 +329,9 @@ func (c *Client) newRequest(ctx, legCtx context.Context, r *Request, span trace.
 	if r.Prefer != "" {
 		h["Prefer"] = []string{r.Prefer}
 	}
+	if r.Retry {
+		h[idempotencyKey] = nil
+	}
 	injectTrace(ctx, span, h)
 	if c.log != nil && c.log.Enabled(ctx, levelTrace) {
 		c.logLeg(ctx, r, req)
@@ -361,6 +373,13 @@ func statusError(leg string, resp *http.Response) error {
 		Body:        body,
 	}
 }
+
+// idempotencyKey marks, with a nil value, a leg safe to send twice
+// (Request.Retry) to the pool: when the kept connection it went out on
+// dies before any byte of the answer, h1's Transport and net/http's send it
+// once more on a new connection (net/http's documented rule). The nil
+// value writes no header line: no worker sees it.
+const idempotencyKey = "Idempotency-Key"
 
 // jsonContentType is every leg's Content-Type value. Legs share it, and
 // profileValue's, to spare each leg the allocations: net/http and the
@@ -417,6 +436,11 @@ func (r *Request) body() []byte {
 // roundTrip sends req, a leg of ctx's: a failure is ctx's cause when ctx
 // ended (the caller's cancellation), a *TransportError otherwise, of the
 // leg's own cause when its context ended (Options.Timeout).
+//
+// An answer whose status is outside 100-599 is no HTTP answer: its body is
+// closed and the leg fails with a *TransportError wrapping
+// ErrInvalidStatus (a 502 to the client), on every leg, the relayed ones
+// included.
 func (c *Client) roundTrip(ctx context.Context, leg string, req *http.Request) (*http.Response, error) {
 	resp, err := c.pool.RoundTrip(req)
 	if err != nil {
@@ -428,8 +452,17 @@ func (c *Client) roundTrip(ctx context.Context, leg string, req *http.Request) (
 		}
 		return nil, &TransportError{Leg: leg, Err: err}
 	}
+	if resp.StatusCode < 100 || resp.StatusCode > 599 {
+		resp.Body.Close()
+		return nil, &TransportError{Leg: leg, Err: fmt.Errorf("%w: %d", ErrInvalidStatus, resp.StatusCode)}
+	}
 	return resp, nil
 }
+
+// ErrInvalidStatus is the failure of a leg answered with a status outside
+// 100-599 (http.ReadResponse takes any three digits): the worker is not
+// speaking HTTP, and its answer is never relayed.
+var ErrInvalidStatus = errors.New("answer status outside 100-599")
 
 // injectTrace puts the leg span's context in h when tracing is on,
 // replacing the client's forwarded traceparent, tracestate and baggage

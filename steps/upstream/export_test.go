@@ -10,3 +10,7 @@ import (
 func SetRetryClock(c *Client, jitter func(n int64) int64, sleep func(ctx context.Context, d time.Duration) error) {
 	c.jitter, c.sleep = jitter, sleep
 }
+
+// SetDefaultTransport makes name the pool of the plain-http clients whose
+// Options.Transport is empty, for the tests that follow.
+func SetDefaultTransport(name string) { defaultTransport = name }

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/http"
 
@@ -15,13 +16,40 @@ type pool interface {
 	CloseIdleConnections()
 }
 
+// Transports: the pools of a plain-http address (Options.Transport).
+const (
+	// TransportH1 is h1's, the default: each leg on its caller's
+	// goroutine.
+	TransportH1 = "h1"
+	// TransportNetHTTP is net/http's Transport, as an https address's.
+	TransportNetHTTP = "net/http"
+)
+
+// defaultTransport is the pool of a plain-http address whose
+// Options.Transport is empty (tests run the package's suite on both).
+var defaultTransport = TransportH1
+
+// validTransport checks Options.Transport.
+func validTransport(name string) error {
+	switch name {
+	case "", TransportH1, TransportNetHTTP:
+		return nil
+	}
+	return fmt.Errorf("upstream: transport must be %q or %q, got %q", TransportH1, TransportNetHTTP, name)
+}
+
 // newTransport is the client's connection pool. A plain-http address gets
-// h1's, which sends each leg on its caller's goroutine: net/http's keeps
-// two goroutines a connection and hands each leg and answer across them. An
+// h1's (TransportH1), which sends each leg on its caller's goroutine:
+// net/http's keeps two goroutines a connection and hands each leg and
+// answer across them; or net/http's when Options.Transport asks for it. An
 // https one gets net/http's, which speaks HTTP/2 where the gateway offers
 // it.
 func newTransport(scheme string, dialer *net.Dialer, o Options) pool {
-	if scheme == "http" {
+	name := o.Transport
+	if name == "" {
+		name = defaultTransport
+	}
+	if scheme == "http" && name == TransportH1 {
 		return &h1.Transport{
 			DialContext:           dialer.DialContext,
 			MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
