@@ -126,6 +126,14 @@ func (d *Document) DropMediaUUIDs() int {
 	return imageparts.DropUUIDs(d.root, s)
 }
 
+// HasMedia reports whether the body has a content part vLLM may read as
+// media (imageparts.Any), by its format's shape; false for a format
+// without content parts.
+func (d *Document) HasMedia() bool {
+	s, ok := shapeOf(d.format)
+	return ok && imageparts.Any(d.root, s)
+}
+
 // shapeOf is where format f's bodies keep their media.
 func shapeOf(f Format) (imageparts.Shape, bool) {
 	switch f {

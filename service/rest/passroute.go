@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/coordinator-project/coordinator/internal/headers"
-	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
@@ -107,8 +106,16 @@ func refuseBody(r *http.Request) (int, string) {
 	return 0, ""
 }
 
+// errPassedMedia refuses a relayed body whose messages carry media: the
+// pooling routes (/v1/embeddings, /pooling, /classify, /score) take chat
+// messages, and a worker would fetch their URLs itself, around the media
+// guard that only the inference routes run.
+var errPassedMedia = errors.New("media content parts are not relayed: only the inference routes guard and fetch media; send the media inline to an inference route, or text here")
+
 // passJSON checks a relayed JSON body: one JSON object without a repeated
-// key (the worker would read the last, the coordinator the first), its
+// key (the worker would read the last, the coordinator the first), within
+// the body structure limits, without media content parts in its messages
+// (errPassedMedia), its
 // client transfer params removed unless server.trust_client_transfer_params
 // is on (compat D23; logged and counted). It returns the body to relay and
 // whether it is the client's as sent. An empty body goes as it came.
@@ -116,12 +123,16 @@ func (h *Handler) passJSON(r *http.Request, id string, data []byte) ([]byte, boo
 	if len(data) == 0 {
 		return data, true, nil
 	}
-	obj, err := jsonbody.ParseObject(data)
+	doc, err := steps.ParseDocumentLimits(data, steps.FormatChat, h.limits)
 	if err != nil {
 		return nil, false, err
 	}
+	obj := doc.Root()
 	if key, dup := obj.DuplicateKey(); dup {
 		return nil, false, fmt.Errorf("duplicate key %q", key)
+	}
+	if doc.HasMedia() {
+		return nil, false, errPassedMedia
 	}
 	if h.trustTransfer {
 		return data, true, nil

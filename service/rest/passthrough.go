@@ -170,7 +170,11 @@ func (h *Handler) passBody(w http.ResponseWriter, r *http.Request, id string, fr
 	}
 	data, asSent, err := h.passJSON(r, id, data)
 	if err != nil {
-		writeAPIError(w, apierror.DialectOpenAI, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
+		msg := "invalid JSON body: " + err.Error()
+		if errors.Is(err, errPassedMedia) {
+			msg = err.Error()
+		}
+		writeAPIError(w, apierror.DialectOpenAI, http.StatusBadRequest, msg+" (request_id: "+id+")", "")
 		return body, false, outcome{in: body.count()}, false
 	}
 	fr.Body, fr.ContentLength = bytes.NewReader(data), int64(len(data))

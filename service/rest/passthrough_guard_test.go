@@ -230,3 +230,43 @@ func TestPassthroughRoutingAndBodyHeaders(t *testing.T) {
 	assert.Equal(t, []string{"1"}, r.Header.Values("X-Llm-D-Slo-Ttft-Ms"))
 	assert.Empty(t, r.Header.Values("X-Gateway-Model-Name"))
 }
+
+// The pooling routes take chat messages, and a worker fetches their media
+// itself: the passthrough guards no media, so it refuses every part vLLM
+// may read as media (chat_utils.py types a part by its keys when it has no
+// type or a uuid), and relays messages of text.
+func TestPassthroughRefusesMediaInMessages(t *testing.T) {
+	t.Parallel()
+	gw, log := startGatewayLog(t)
+	f := startPassFront(t, gw, passOptions{})
+	const metadataURL = `"http://169.254.169.254/latest/meta-data/"`
+	parts := map[string]string{
+		"typed image_url":         `{"type":"image_url","image_url":{"url":` + metadataURL + `}}`,
+		"untyped image_url":       `{"image_url":{"url":` + metadataURL + `}}`,
+		"null type":               `{"type":null,"image_url":` + metadataURL + `}`,
+		"text with uuid and url":  `{"type":"text","text":"a","uuid":"u","image_url":{"url":` + metadataURL + `}}`,
+		"video_url":               `{"type":"video_url","video_url":{"url":` + metadataURL + `}}`,
+		"audio_url untyped":       `{"audio_url":{"url":` + metadataURL + `}}`,
+		"input_image string form": `{"type":"input_image","image_url":` + metadataURL + `}`,
+	}
+	for name, part := range parts {
+		for _, path := range []string{"/v1/embeddings", "/pooling", "/classify"} {
+			body := `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"},` + part + `]}]}`
+			req := newRequest(t, http.MethodPost, f.url+path, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, answer := f.do(t, req)
+			assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s on %s: %s", name, path, answer)
+			msg, _, _ := openAIError(t, answer)
+			assert.Contains(t, msg, "media content parts are not relayed", "%s on %s", name, path)
+		}
+	}
+	assert.Zero(t, log.len(), "no media part reaches the gateway")
+
+	text := `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`
+	req := newRequest(t, http.MethodPost, f.url+"/v1/embeddings", strings.NewReader(text))
+	req.Header.Set("Content-Type", "application/json")
+	resp, answer := f.do(t, req)
+	require.Equal(t, http.StatusNoContent, resp.StatusCode, answer)
+	_, got := log.last(t)
+	assert.Equal(t, text, got, "messages of text go as the client sent them")
+}

@@ -9,6 +9,7 @@
 package imageparts
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
@@ -151,6 +152,23 @@ func DropUUIDs(root *jsonbody.Object, s Shape) int {
 		location{s, p[0], p[1]}.edit(root).Delete(keyUUID)
 	}
 	return len(at)
+}
+
+// Any reports whether root (a body of shape s, indexed as for FindIn) has
+// a content part vLLM may read as media: one of a media type, or with a
+// media key whatever its type (a uuid makes vLLM type a part by its keys).
+// It is the passthrough's test, which guards no media and so refuses it.
+func Any(root *jsonbody.Object, s Shape) bool {
+	errFound := errors.New("media")
+	return eachPart(root, s, func(_, _ int, part *jsonbody.Object) error {
+		if mediaKind(part) != "" || kindByKeys(part) != "" {
+			return errFound
+		}
+		if _, ok, err := partOf(s, part); ok || err != nil {
+			return errFound
+		}
+		return nil
+	}) != nil
 }
 
 // eachPart calls fn for each content part root's index kept, in document
