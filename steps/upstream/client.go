@@ -5,6 +5,7 @@ package upstream
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -63,6 +64,10 @@ type Options struct {
 	// Retry is the policy of the legs whose Request.Retry is set; the zero
 	// value sends every leg once.
 	Retry Retry
+	// MaxAnswerBytes caps a buffered (not streamed) decode answer
+	// (gateway.max_answer_size): the decode steps read up to it. 0 means
+	// DefaultMaxAnswerBytes.
+	MaxAnswerBytes int64
 	// Log, if set, gets one line per leg at trace level with the redacted
 	// headers and body (see RedactBody); nothing is logged above trace.
 	Log *slog.Logger
@@ -90,11 +95,18 @@ type Client struct {
 	idle    time.Duration
 	timeout time.Duration
 	retry   Retry
+	// maxAnswer is Options.MaxAnswerBytes, defaulted.
+	maxAnswer int64
 	// jitter and sleep are the retry loop's randomness and clock; tests
 	// replace them (export_test.go).
 	jitter func(n int64) int64
 	sleep  func(ctx context.Context, d time.Duration) error
 }
+
+// DefaultMaxAnswerBytes is MaxAnswerBytes when unset: 256 MiB, the most a
+// legitimate non-streamed answer holds with room to spare (n × top_logprobs
+// × max_tokens, or prompt_logprobs over a long prompt, take tens of MiB).
+const DefaultMaxAnswerBytes = 256 << 20
 
 // DefaultConnectTimeout bounds the dial and TLS handshake of a client whose
 // Options.ConnectTimeout is 0.
@@ -115,15 +127,26 @@ func New(o Options) (*Client, error) {
 		KeepAlive: 30 * time.Second,
 	}
 	return &Client{
-		base:    strings.TrimSuffix(o.Address, "/"),
-		pool:    newTransport(u.Scheme, dialer, o),
-		log:     o.Log,
-		idle:    o.StreamIdleTimeout,
-		timeout: o.Timeout,
-		retry:   o.Retry,
-		jitter:  rand.Int64N,
-		sleep:   sleepCtx,
+		base:      strings.TrimSuffix(o.Address, "/"),
+		pool:      newTransport(u.Scheme, dialer, o),
+		log:       o.Log,
+		idle:      o.StreamIdleTimeout,
+		timeout:   o.Timeout,
+		retry:     o.Retry,
+		maxAnswer: cmp.Or(max(o.MaxAnswerBytes, 0), DefaultMaxAnswerBytes),
+		jitter:    rand.Int64N,
+		sleep:     sleepCtx,
 	}, nil
+}
+
+// MaxAnswer is the cap on a buffered decode answer, in bytes
+// (Options.MaxAnswerBytes).
+// A nil client has the default.
+func (c *Client) MaxAnswer() int64 {
+	if c == nil {
+		return DefaultMaxAnswerBytes
+	}
+	return c.maxAnswer
 }
 
 // Close releases idle connections.
