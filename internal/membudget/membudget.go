@@ -70,7 +70,8 @@ type Budget struct {
 	used  int64
 	freed chan struct{} // closed, and replaced, whenever bytes come back
 
-	refused atomic.Int64
+	refused atomic.Int64 // every refusal
+	never   atomic.Int64 // the refusals of what could never fit
 	peak    atomic.Int64
 }
 
@@ -118,6 +119,15 @@ func (b *Budget) Refused() int64 {
 	return b.refused.Load()
 }
 
+// RefusedNever counts the refusals of what exceeded the whole budget
+// (ExhaustedError.Never), within Refused.
+func (b *Budget) RefusedNever() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.never.Load()
+}
+
 // Open is a new request's account, holding nothing yet.
 func (b *Budget) Open() *Account {
 	if b == nil {
@@ -131,6 +141,7 @@ func (b *Budget) Open() *Account {
 func (b *Budget) take(ctx context.Context, n, held int64) error {
 	if held+n > b.limit {
 		b.refused.Add(1)
+		b.never.Add(1)
 		return &ExhaustedError{Want: n, Held: held, InUse: b.InUse(), Limit: b.limit, Never: true}
 	}
 	var timeout <-chan time.Time

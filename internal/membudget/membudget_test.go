@@ -61,6 +61,8 @@ func TestMoreThanTheWholeBudgetIsRefusedAtOnce(t *testing.T) {
 	assert.True(t, ex.Never)
 	assert.Less(t, time.Since(start), time.Minute, "no wait for what can never fit")
 	assert.Contains(t, err.Error(), "more than the whole budget")
+	assert.EqualValues(t, 1, b.RefusedNever())
+	assert.EqualValues(t, 1, b.Refused())
 }
 
 func TestWaiterGetsFreedBytes(t *testing.T) {
