@@ -165,3 +165,14 @@ func TestDefaultLimit(t *testing.T) {
 		})
 	}
 }
+
+// A request that ended draws nothing more: its account was closed, and
+// what it took now would never come back.
+func TestTakeAfterTheRequestEnded(t *testing.T) {
+	b := New(100, time.Hour)
+	a := b.Open()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, a.Take(ctx, 10), context.Canceled)
+	assert.Zero(t, b.InUse())
+}

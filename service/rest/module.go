@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
@@ -26,7 +27,7 @@ var Module = fx.Module("rest",
 )
 
 func newHandler(in *service.InProcess, cfg config.Config, ready *admission.Readiness, m *metrics.Metrics, p *steps.Pipeline,
-	gateway *upstream.Client, adm *admission.Controller, log *slog.Logger) (*Handler, error) {
+	gateway *upstream.Client, adm *admission.Controller, log *slog.Logger, budget *membudget.Budget) (*Handler, error) {
 	h, err := NewHandler(context.Background(), in.Client, cfg.Server.MaxRequestBodyBytes(), ready, m)
 	if err != nil {
 		return nil, err
@@ -34,6 +35,7 @@ func newHandler(in *service.InProcess, cfg config.Config, ready *admission.Readi
 	store, _ := p.RequestStore()
 	h.ServeQueued(store)
 	h.holder = p
+	h.budget = budget
 	h.streamWriteTimeout = cfg.Server.StreamWriteTimeout
 	h.trustTransfer = cfg.Server.TrustClientTransferParams
 	h.ServePassthrough(gateway, adm, log)

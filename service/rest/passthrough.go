@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/admission"
@@ -110,7 +111,7 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 		body = &countedBody{r: capBody(w, r.Body, h.maxBody)}
 		fr.Body = body
 		if !h.trustTransfer && isJSON(r.Header.Get("Content-Type")) {
-			data, err := io.ReadAll(body)
+			data, err := membudget.ReadAll(r.Context(), body, h.maxBody) // growing with the bytes, not 2× copies
 			if err != nil {
 				return outcome{in: body.count(), err: h.pass.failed(w, r, id, body.readErr(), err)}
 			}
