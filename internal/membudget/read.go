@@ -56,10 +56,10 @@ func ReadAll(ctx context.Context, r io.Reader, max int64) ([]byte, error) {
 		}
 		drawn += n
 		c := make([]byte, n)
-		m, err := io.ReadFull(r, c)
+		m, err := fill(r, c)
 		total += int64(m)
 		chunks = append(chunks, c[:m])
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if err == io.EOF {
 			break
 		}
 		if err != nil {
@@ -71,6 +71,21 @@ func ReadAll(ctx context.Context, r io.Reader, max int64) ([]byte, error) {
 		return fail(fmt.Errorf("%w: more than %d bytes", ErrTooLarge, max))
 	}
 	return join(ctx, a, chunks, total, drawn)
+}
+
+// fill reads into c until it is full or r ends (io.EOF) or fails. Unlike
+// io.ReadFull, a reader's own io.ErrUnexpectedEOF (a body cut short of its
+// Content-Length) stays an error.
+func fill(r io.Reader, c []byte) (int, error) {
+	n := 0
+	for n < len(c) {
+		m, err := r.Read(c[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // join is the chunks' bytes in one slice: the only chunk trimmed to its

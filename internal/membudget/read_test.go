@@ -99,3 +99,12 @@ func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
 }
+
+// A body cut short (the reader's own io.ErrUnexpectedEOF) is an error, not
+// an end.
+func TestReadAllCutShort(t *testing.T) {
+	t.Parallel()
+	r := io.MultiReader(strings.NewReader("half"), iotest.ErrReader(io.ErrUnexpectedEOF))
+	_, err := ReadAll(context.Background(), r, 1<<20)
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+}
