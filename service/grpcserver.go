@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/inproc"
 	"github.com/coordinator-project/coordinator/service/logging"
@@ -32,7 +33,8 @@ const messageSlack = 1 << 20
 // Interceptors is the chain every CoordinatorService call runs through,
 // over the network and in process alike: admission, the slow reader bound
 // (network streams), logging, the declared body size, panic recovery, then
-// protovalidate (but for the REST front's own requests: inproc.CheckedByFront).
+// the memory budget's account, protovalidate (but for the REST front's own
+// requests: inproc.CheckedByFront).
 type Interceptors struct {
 	Unary  grpc.UnaryServerInterceptor
 	Stream grpc.StreamServerInterceptor
@@ -46,6 +48,9 @@ type ChainOptions struct {
 	// StreamWriteTimeout bounds each message of a network stream
 	// (boundSends); 0: no bound.
 	StreamWriteTimeout time.Duration
+	// Budget is the memory budget each call opens an account of (but the
+	// REST front's, which carry theirs); nil: none.
+	Budget *membudget.Budget
 	// MaxMessageBytes is the server's message limit: a call whose
 	// content-length metadata declares more than one such message is
 	// refused before it is read (DeclaredBodyTooLarge); 0: no check.
@@ -83,6 +88,10 @@ func NewInterceptors(log *slog.Logger, opts ChainOptions) (*Interceptors, error)
 		limit := declaredLimit(opts.MaxMessageBytes)
 		unary = slices.Insert(unary, 1, declaredSizeUnary(limit))
 		stream = slices.Insert(stream, 2, declaredSizeStream(limit))
+	}
+	if opts.Budget != nil { // inside the logging, before recovery and protovalidate
+		unary = slices.Insert(unary, len(unary)-2, budgetUnary(opts.Budget))
+		stream = slices.Insert(stream, len(stream)-2, budgetStream(opts.Budget))
 	}
 	if opts.Admission != nil {
 		unary = append([]grpc.UnaryServerInterceptor{opts.Admission.Unary}, unary...)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/health"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
@@ -38,6 +39,7 @@ var Module = fx.Module("service",
 		newInProcess,
 		NewAddresses,
 		metrics.New,
+		newBudget,
 		tlsReloads,
 		NewListenerTLS,
 	),
@@ -59,6 +61,7 @@ func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, relo
 		StreamIdleTimeout:     cfg.Gateway.StreamIdleTimeout,
 		Retry:                 cfg.Gateway.Retry,
 		Transport:             cfg.Gateway.Transport,
+		MaxAnswerBytes:        cfg.Gateway.MaxAnswerBytes(),
 		TLS:                   tlsConfig,
 		UserAgent:             cfg.Gateway.UserAgent,
 	})
@@ -92,9 +95,9 @@ func newPipeline(plugins []steps.Plugin, cfg config.Config, lc fx.Lifecycle) (*s
 // knownSteps starts the configured steps' duration series at 0.
 func knownSteps(m *metrics.Metrics, p *steps.Pipeline) { m.KnownSteps(p.Names()) }
 
-func newInterceptors(log *slog.Logger, adm *admission.Controller, cfg config.Config) (*Interceptors, error) {
+func newInterceptors(log *slog.Logger, adm *admission.Controller, cfg config.Config, budget *membudget.Budget) (*Interceptors, error) {
 	return NewInterceptors(log, ChainOptions{
-		Admission: adm, StreamWriteTimeout: cfg.Server.StreamWriteTimeout,
+		Admission: adm, StreamWriteTimeout: cfg.Server.StreamWriteTimeout, Budget: budget,
 		MaxMessageBytes: int(cfg.Server.MaxRequestBodyBytes()) + messageSlack,
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/relay"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
@@ -79,10 +80,12 @@ func (c *ConditionalDecode) Execute(ctx context.Context, rc *RequestContext) err
 		return err
 	}
 	// No KV came with this answer: its usage goes to the client untouched.
-	if err := relay.Answer(resp, answerSink(rc, false)); err != nil {
+	if err := relay.Answer(ctx, resp, answerSink(rc, false), c.answerCap()); err != nil {
 		return fmt.Errorf("%s: %w", ConditionalDecodeType, err)
 	}
 	return ErrDone
 }
+
+func (c *ConditionalDecode) answerCap() legs.Cap { return answerCap(c.gateway, ConditionalDecodeType) }
 
 var _ Step = (*ConditionalDecode)(nil)

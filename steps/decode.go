@@ -74,11 +74,21 @@ func (d *Decode) Execute(ctx context.Context, rc *RequestContext) error {
 		}
 		return err
 	}
-	if err := relay.Answer(resp, answerSink(rc, rc.PrefillDone)); err != nil {
+	if err := relay.Answer(ctx, resp, answerSink(rc, rc.PrefillDone), d.answerCap()); err != nil {
 		return fmt.Errorf("decode: %w", err)
 	}
 	return ErrDone
 }
+
+// answerCapKey is the config key of the cap on a buffered decode answer.
+const answerCapKey = "gateway.max_answer_size"
+
+// answerCap is the cap on a buffered answer of the decode leg named leg.
+func answerCap(gateway *upstream.Client, leg string) legs.Cap {
+	return legs.Cap{Leg: leg, Max: gateway.MaxAnswer(), Key: answerCapKey}
+}
+
+func (d *Decode) answerCap() legs.Cap { return answerCap(d.gateway, DecodeType) }
 
 // body shapes the decode leg: the KV connector's decode params only after a
 // prefill ran (decision D2), never the coordinator's ec_transfer_params.

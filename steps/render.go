@@ -437,15 +437,16 @@ func (r *Render) post(ctx context.Context, rc *RequestContext, path string, body
 		return nil, err
 	}
 	defer resp.Body.Close()
-	answer, err := legs.ReadBody(resp, maxRenderAnswer)
+	answer, err := legs.ReadBody(ctx, resp, legs.Cap{Leg: RenderType, Max: maxRenderAnswer})
+	var tooLarge *legs.TooLargeError
+	if errors.As(err, &tooLarge) {
+		return nil, err
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("render: %w", context.Cause(ctx))
 		}
 		return nil, &upstream.TransportError{Leg: RenderType, Err: fmt.Errorf("read answer: %w", err)}
-	}
-	if len(answer) > maxRenderAnswer {
-		return nil, fmt.Errorf("render: answer larger than %d bytes", maxRenderAnswer)
 	}
 	return answer, nil
 }

@@ -70,7 +70,8 @@ type Budget struct {
 	used  int64
 	freed chan struct{} // closed, and replaced, whenever bytes come back
 
-	refused atomic.Int64
+	refused atomic.Int64 // every refusal
+	never   atomic.Int64 // the refusals of what could never fit
 	peak    atomic.Int64
 }
 
@@ -118,6 +119,15 @@ func (b *Budget) Refused() int64 {
 	return b.refused.Load()
 }
 
+// RefusedNever counts the refusals of what exceeded the whole budget
+// (ExhaustedError.Never), within Refused.
+func (b *Budget) RefusedNever() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.never.Load()
+}
+
 // Open is a new request's account, holding nothing yet.
 func (b *Budget) Open() *Account {
 	if b == nil {
@@ -131,6 +141,7 @@ func (b *Budget) Open() *Account {
 func (b *Budget) take(ctx context.Context, n, held int64) error {
 	if held+n > b.limit {
 		b.refused.Add(1)
+		b.never.Add(1)
 		return &ExhaustedError{Want: n, Held: held, InUse: b.InUse(), Limit: b.limit, Never: true}
 	}
 	var timeout <-chan time.Time
@@ -198,10 +209,15 @@ type Account struct {
 
 // Take reserves n more bytes for the request, waiting up to the budget's
 // wait for room; the error wraps ErrExhausted, or is ctx's cause when the
-// request ended first. n ≤ 0 takes nothing.
+// request ended first (or had ended: a request's account is closed when it
+// ends, and a Take after that would never be given back). n ≤ 0 takes
+// nothing.
 func (a *Account) Take(ctx context.Context, n int64) error {
 	if a == nil || n <= 0 {
 		return nil
+	}
+	if ctx.Err() != nil { // the request ended (its account may be closed): nothing more for it
+		return context.Cause(ctx)
 	}
 	if err := a.b.take(ctx, n, a.held.Load()); err != nil {
 		return err
@@ -258,3 +274,15 @@ func FromContext(ctx context.Context) *Account {
 	a, _ := ctx.Value(accountKey{}).(*Account)
 	return a
 }
+
+// ParseShare is what a request draws, per byte of its body, besides the
+// body's own bytes: its parse (the document's index, 0.0–0.25× the body
+// for ordinary chat and completions bodies, measured), the legs' copies
+// (none: the legs are written from the body by reference) and the
+// transport's buffers (a gRPC message's received bytes while it is
+// unmarshalled). A body of n bytes draws 1+ParseShare times n in all.
+const ParseShare = 1
+
+// BodyCharge is what a request whose body holds n bytes draws for the
+// body and what it makes of it: n × (1 + ParseShare).
+func BodyCharge(n int64) int64 { return n * (1 + ParseShare) }

@@ -61,6 +61,8 @@ func TestMoreThanTheWholeBudgetIsRefusedAtOnce(t *testing.T) {
 	assert.True(t, ex.Never)
 	assert.Less(t, time.Since(start), time.Minute, "no wait for what can never fit")
 	assert.Contains(t, err.Error(), "more than the whole budget")
+	assert.EqualValues(t, 1, b.RefusedNever())
+	assert.EqualValues(t, 1, b.Refused())
 }
 
 func TestWaiterGetsFreedBytes(t *testing.T) {
@@ -162,4 +164,15 @@ func TestDefaultLimit(t *testing.T) {
 			assert.Equal(t, tt.want, defaultLimit(tt.goLimit, files(tt.files)))
 		})
 	}
+}
+
+// A request that ended draws nothing more: its account was closed, and
+// what it took now would never come back.
+func TestTakeAfterTheRequestEnded(t *testing.T) {
+	b := New(100, time.Hour)
+	a := b.Open()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, a.Take(ctx, 10), context.Canceled)
+	assert.Zero(t, b.InUse())
 }

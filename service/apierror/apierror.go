@@ -12,9 +12,12 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -34,9 +37,17 @@ func FromError(err error, requestID string) *status.Status {
 	var te *upstream.TransportError
 	var ie *steps.IncompleteKVError
 	var of originFailure
+	var tooLarge *legs.TooLargeError
 	switch {
 	case errors.Is(err, context.Canceled):
 		return status.New(codes.Canceled, "request cancelled")
+	case errors.Is(err, membudget.ErrExhausted):
+		return BudgetStatus(err, requestID)
+	case errors.As(err, &tooLarge):
+		// A worker's answer past its cap: a bad gateway, naming the leg
+		// and the cap.
+		return withDetail(status.New(codes.Unavailable, fmt.Sprintf("%v (request_id: %s)", tooLarge, requestID)),
+			&coordinatorv1.UpstreamError{Leg: tooLarge.Cap.Leg})
 	case errors.As(err, &se):
 		return upstreamStatus(se, requestID)
 	case errors.Is(err, steps.ErrInvalidRequest):
@@ -57,6 +68,26 @@ func FromError(err error, requestID string) *status.Status {
 	default:
 		return status.New(codes.Internal, fmt.Sprintf("internal error (request_id: %s)", requestID))
 	}
+}
+
+// BudgetRetryDelay is the wait a request refused by the memory budget is
+// told (Retry-After): the budget frees as the requests in flight end.
+const BudgetRetryDelay = time.Second
+
+// BudgetStatus is a refusal of the memory budget (err wraps
+// membudget.ErrExhausted): RESOURCE_EXHAUSTED with a RetryInfo (REST 429
+// with Retry-After) when waiting may help, without one (REST 413) when the
+// request can never fit.
+func BudgetStatus(err error, requestID string) *status.Status {
+	st := status.New(codes.ResourceExhausted, fmt.Sprintf("%v (request_id: %s)", err, requestID))
+	var ex *membudget.ExhaustedError
+	if errors.As(err, &ex) && ex.Never {
+		return st
+	}
+	if ds, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(BudgetRetryDelay)}); err == nil {
+		return ds
+	}
+	return st
 }
 
 // originFailure is an error that may be an image origin's failure

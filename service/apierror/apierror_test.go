@@ -18,8 +18,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/media"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
@@ -70,6 +72,13 @@ func TestFromErrorAndHTTPStatus(t *testing.T) {
 			code: codes.Unavailable, httpStatus: 502, message: "downloading image 0: "},
 		{name: "anything else", err: errors.New("render returned 2 mm_hashes but expected 1"),
 			code: codes.Internal, httpStatus: 502, message: "internal error (request_id: rid)"},
+		{name: "a decode answer past its cap is a bad gateway naming the leg and the cap",
+			err:  fmt.Errorf("decode: %w", &legs.TooLargeError{Cap: legs.Cap{Leg: "decode", Max: 256 << 20, Key: "gateway.max_answer_size"}}),
+			code: codes.Unavailable, httpStatus: 502, message: "decode answer larger than 256 MiB (gateway.max_answer_size) (request_id: rid)"},
+		{name: "the memory budget, for now: 429", err: fmt.Errorf("decode: %w", &membudget.ExhaustedError{Want: 1, Limit: 2}),
+			code: codes.ResourceExhausted, httpStatus: 429, message: "memory budget: "},
+		{name: "the memory budget, for ever: 413", err: &membudget.ExhaustedError{Want: 3, Limit: 2, Never: true},
+			code: codes.ResourceExhausted, httpStatus: 413, message: "more than the whole budget"},
 		{name: "a status passes through", err: status.Error(codes.InvalidArgument, "request_id: bad"), code: codes.InvalidArgument, httpStatus: 400},
 	}
 	for _, tt := range tests {

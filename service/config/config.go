@@ -149,6 +149,21 @@ type Server struct {
 	// server.max_json_nodes, default 4194304 (0 means the default), env
 	// COORDINATOR_SERVER_MAX_JSON_NODES.
 	MaxJSONNodes int `param:"max_json_nodes"`
+	// MemoryBudget is the process's memory budget, in megabytes (MiB):
+	// what request bodies, their parse, downloaded media and buffered
+	// answers may hold at once, across REST and gRPC. A request that
+	// cannot get its share within MemoryBudgetWait gets 429 (gRPC
+	// RESOURCE_EXHAUSTED) with Retry-After, one that can never fit 413.
+	// Key server.memory_budget, default 0: half the process's memory limit
+	// (the smallest of GOMEMLIMIT, the container's limit and the machine's
+	// memory; membudget.DefaultLimit); a negative value turns it off. env
+	// COORDINATOR_SERVER_MEMORY_BUDGET.
+	MemoryBudget int `param:"memory_budget"`
+	// MemoryBudgetWait is how long a request waits for its share of the
+	// memory budget before it is refused. Key server.memory_budget_wait,
+	// default 250ms, 0 refuses at once. env
+	// COORDINATOR_SERVER_MEMORY_BUDGET_WAIT.
+	MemoryBudgetWait time.Duration `param:"memory_budget_wait"`
 	// TrustClientTransferParams passes a client's own kv_transfer_params
 	// and ec_transfer_params (top level, under vllm_xargs and under
 	// sampling_params.extra_args) on to the legs, as the reference does
@@ -219,6 +234,13 @@ type Gateway struct {
 	// cut, one that keeps sending never is. Key gateway.stream_idle_timeout,
 	// default 120s, 0 means no bound (coordinator extension).
 	StreamIdleTimeout time.Duration `param:"stream_idle_timeout"`
+	// MaxAnswerSize caps a worker's buffered (not streamed) decode or
+	// conditional-decode answer, in megabytes (MiB); past it the client
+	// gets 502 naming the cap and the leg's connection is closed. Streamed
+	// answers are not buffered (each event is capped instead). Key
+	// gateway.max_answer_size, default 256 (0 means the default), env
+	// COORDINATOR_GATEWAY_MAX_ANSWER_SIZE (coordinator extension).
+	MaxAnswerSize int `param:"max_answer_size"`
 	// Retry is the policy of the legs that are safe to send again
 	// (encode, prefill): keys gateway.retry.{max_attempts,initial_backoff,
 	// max_backoff}, default 3 attempts, 50ms, 1s (coordinator extension).
@@ -279,6 +301,8 @@ const renderStep = "render"
 const (
 	mib                       = 1 << 20
 	defaultMaxRequestBodySize = 64
+	defaultMaxAnswerSize      = 256
+	defaultMemoryBudgetWait   = 250 * time.Millisecond
 	maxMaxRequestBodySize     = (math.MaxInt64 - 1) / mib
 )
 
@@ -301,6 +325,7 @@ func Default() Config {
 			MaxConcurrentRequests: 4096,
 			MaxConcurrentStreams:  2048,
 			RetryAfter:            time.Second,
+			MemoryBudgetWait:      defaultMemoryBudgetWait,
 		},
 		Gateway: Gateway{
 			MaxIdleConnsPerHost: 100,
@@ -311,6 +336,7 @@ func Default() Config {
 			Retry:               upstream.DefaultRetry,
 			UserAgent:           upstream.DefaultUserAgent,
 			Transport:           upstream.TransportH1,
+			MaxAnswerSize:       defaultMaxAnswerSize,
 		},
 		Pipeline: Pipeline{UseOpenAIFormat: true},
 	}
@@ -329,6 +355,27 @@ func (s Server) MaxRequestBodyBytes() int64 {
 // default).
 func (s Server) DocumentLimits() steps.DocumentLimits {
 	return steps.DocumentLimits{Messages: s.MaxMessages, ContentBlocks: s.MaxContentBlocks, JSONNodes: s.MaxJSONNodes}
+}
+
+// MemoryBudgetBytes is the memory budget in bytes: MemoryBudget, or the
+// derived default (defaultLimit, membudget.DefaultLimit) when 0; 0 (no
+// budget) when negative.
+func (s Server) MemoryBudgetBytes(defaultLimit func() int64) int64 {
+	switch {
+	case s.MemoryBudget < 0:
+		return 0
+	case s.MemoryBudget == 0:
+		return defaultLimit()
+	}
+	return int64(s.MemoryBudget) * mib
+}
+
+// MaxAnswerBytes is MaxAnswerSize in bytes (the default when 0).
+func (g Gateway) MaxAnswerBytes() int64 {
+	if g.MaxAnswerSize == 0 {
+		return defaultMaxAnswerSize * mib
+	}
+	return int64(g.MaxAnswerSize) * mib
 }
 
 // Validate reports the first invalid value, naming its key.
@@ -390,6 +437,10 @@ func (s Server) validate() error {
 		return fmt.Errorf("server.max_concurrent_requests: must not be negative, got %d", s.MaxConcurrentRequests)
 	case s.MaxConcurrentStreams < 0:
 		return fmt.Errorf("server.max_concurrent_streams: must not be negative, got %d", s.MaxConcurrentStreams)
+	case s.MemoryBudget > maxMaxRequestBodySize:
+		return fmt.Errorf("server.memory_budget: must be at most %d, got %d", maxMaxRequestBodySize, s.MemoryBudget)
+	case s.MemoryBudgetWait < 0:
+		return fmt.Errorf("server.memory_budget_wait: must not be negative, got %s", s.MemoryBudgetWait)
 	}
 	for i, name := range s.TrustedRoutingHeaders {
 		if !headers.Trustable(name) {
@@ -435,6 +486,9 @@ func (g Gateway) validate() error {
 	}
 	if !validUserAgent(g.UserAgent) {
 		return fmt.Errorf("gateway.user_agent: must be printable ASCII, got %q", g.UserAgent)
+	}
+	if g.MaxAnswerSize < 0 || g.MaxAnswerSize > maxMaxRequestBodySize {
+		return fmt.Errorf("gateway.max_answer_size: must be between 0 and %d, got %d", maxMaxRequestBodySize, g.MaxAnswerSize)
 	}
 	if g.StreamIdleTimeout < 0 {
 		return fmt.Errorf("gateway.stream_idle_timeout: must not be negative, got %s", g.StreamIdleTimeout)

@@ -54,6 +54,9 @@ func TestParseErrors(t *testing.T) {
 		{name: "user agent not ASCII", yaml: "gateway: {address: 'http://gw:80', user_agent: \"caf\u00e9\"}", err: `gateway.user_agent: must be printable ASCII, got "café"`},
 		{name: "header bytes small", yaml: minimal + "server: {max_header_bytes: 10}", err: "server.max_header_bytes: must be at least 1024, got 10"},
 		{name: "concurrent requests negative", yaml: minimal + "server: {max_concurrent_requests: -1}", err: "server.max_concurrent_requests: must not be negative, got -1"},
+		{name: "memory budget wait negative", yaml: minimal + "server: {memory_budget_wait: -1s}", err: "server.memory_budget_wait: must not be negative, got -1s"},
+		{name: "memory budget too big", yaml: minimal + "server: {memory_budget: 8796093022208}", err: "server.memory_budget: must be at most 8796093022207, got 8796093022208"},
+		{name: "answer size negative", yaml: minimal + "  max_answer_size: -1", err: "gateway.max_answer_size: must be between 0 and 8796093022207, got -1"},
 		{name: "stream write timeout zero", yaml: minimal + "server: {stream_write_timeout: 0s}", err: "server.stream_write_timeout: must be positive, got 0s"},
 		{name: "step without type", yaml: minimal + "pipeline:\n  steps:\n    - type: render\n    - params: {a: 1}", err: "pipeline.steps[1].type: required"},
 		{
@@ -68,7 +71,7 @@ func TestParseErrors(t *testing.T) {
 		{name: "tracing sample ratio", yaml: minimal + "tracing: {sample_ratio: 1.5}", err: "tracing.sample_ratio: must be between 0 and 1, got 1.5"},
 		{name: "unknown root key", yaml: minimal + "bogus: 1", err: `unknown key "bogus" (known: gateway, log_level, pipeline, server, tracing)`},
 		{name: "pipeline key at the root", yaml: minimal + "use_openai_format: false", err: `unknown key "use_openai_format" (known: gateway, log_level, pipeline, server, tracing)`},
-		{name: "unknown server key", yaml: minimal + "server: {listen: ':1'}", err: `server: unknown key "listen" (known: client_request_id_on_legs, grpc_listen_addr, grpc_tls, listen_addr, max_concurrent_requests, max_concurrent_streams, max_content_blocks, max_header_bytes, max_json_nodes, max_messages, max_request_body_size, read_header_timeout, read_timeout, retry_after, shutdown_timeout, stream_write_timeout, tls, trust_client_transfer_params, trusted_routing_headers, write_timeout)`},
+		{name: "unknown server key", yaml: minimal + "server: {listen: ':1'}", err: `server: unknown key "listen" (known: client_request_id_on_legs, grpc_listen_addr, grpc_tls, listen_addr, max_concurrent_requests, max_concurrent_streams, max_content_blocks, max_header_bytes, max_json_nodes, max_messages, max_request_body_size, memory_budget, memory_budget_wait, read_header_timeout, read_timeout, retry_after, shutdown_timeout, stream_write_timeout, tls, trust_client_transfer_params, trusted_routing_headers, write_timeout)`},
 		{name: "unknown step key", yaml: minimal + "pipeline:\n  steps:\n    - type: render\n      parms: {}", err: `pipeline.steps[0]: unknown key "parms" (known: params, type)`},
 		{name: "fractional int", yaml: minimal + "server: {max_request_body_size: 64.5}", err: "server.max_request_body_size: expected integer, got 64.5"},
 		{name: "string for int", yaml: minimal + "log_level: '3'", err: "log_level: expected number, got string"},

@@ -39,6 +39,7 @@ func withServerExtensions(s config.Server) config.Server {
 	s.MaxConcurrentRequests = 4096
 	s.MaxConcurrentStreams = 2048
 	s.RetryAfter = time.Second
+	s.MemoryBudgetWait = 250 * time.Millisecond
 	return s
 }
 
@@ -49,6 +50,7 @@ func withGatewayExtensions(g config.Gateway) config.Gateway {
 	g.Retry = upstream.Retry{MaxAttempts: 3, InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second}
 	g.UserAgent = "coordinator"
 	g.Transport = "h1"
+	g.MaxAnswerSize = 256
 	return g
 }
 
@@ -357,4 +359,14 @@ func TestLoadNamesFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(minimal+"log_level: 0\n"), 0o600))
 	_, err := config.Load(path, nil)
 	assert.EqualError(t, err, "config "+path+": log_level: must be between 1 and 5, got 0")
+}
+
+func TestMemoryBudgetBytes(t *testing.T) {
+	t.Parallel()
+	derived := func() int64 { return 900 << 20 }
+	assert.EqualValues(t, 900<<20, config.Server{}.MemoryBudgetBytes(derived), "0: derived")
+	assert.EqualValues(t, 0, config.Server{MemoryBudget: -1}.MemoryBudgetBytes(derived), "negative: off")
+	assert.EqualValues(t, 512<<20, config.Server{MemoryBudget: 512}.MemoryBudgetBytes(derived))
+	assert.EqualValues(t, 256<<20, config.Gateway{}.MaxAnswerBytes())
+	assert.EqualValues(t, 8<<20, config.Gateway{MaxAnswerSize: 8}.MaxAnswerBytes())
 }

@@ -12,6 +12,7 @@ package rest
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/admission"
@@ -54,6 +56,9 @@ type Handler struct {
 	pass               *passthrough // nil without a gateway to relay to (passthrough.go)
 	// endpoints are the inference routes' bindings, by mux pattern.
 	endpoints map[string]binding
+	// budget is the process's memory budget (server.memory_budget), which
+	// each inference request draws its body from; nil: none.
+	budget *membudget.Budget
 }
 
 // NewHandler builds the REST front over a CoordinatorService client.
@@ -159,10 +164,14 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 	if refuseCoded(w, r, b.dialect, id) {
 		return
 	}
+	if h.budget != nil { // the request's account, which travels with it to the pipeline (in process)
+		a := h.budget.Open()
+		defer a.Close()
+		r = r.WithContext(membudget.WithAccount(r.Context(), a))
+	}
 	data, err := h.readBody(w, r)
 	if err != nil {
-		code, msg := bodyFailure(err)
-		writeAPIError(w, b.dialect, code, msg+" (request_id: "+id+")", "")
+		h.refuseBody(w, b, id, err)
 		return
 	}
 	// The one parse of the body: the service takes the document from the
@@ -185,17 +194,36 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 	h.transcode(w, r, b, call{id: id, dialect: b.dialect, minted: id != sent}, doc, stream)
 }
 
-// readBody reads the whole body, failing with *http.MaxBytesError past the cap.
+// readBody reads the whole body, failing with *http.MaxBytesError past the
+// cap. It grows with the bytes that arrive, whatever Content-Length
+// declares, drawing them from the request's account, and then draws what
+// the body's parse and the legs will hold (membudget.BodyCharge): the
+// error wraps membudget.ErrExhausted when the budget has no room.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body := capBody(w, r.Body, h.maxBody)
-	if r.ContentLength > 0 && r.ContentLength <= h.maxBody {
-		buf := make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(body, buf); err != nil {
-			return nil, err
-		}
-		return buf, nil // the server stops the body at Content-Length
+	data, err := membudget.ReadAll(r.Context(), capBody(w, r.Body, h.maxBody), h.maxBody)
+	if errors.Is(err, membudget.ErrTooLarge) { // the cap reader says so first; for completeness
+		return nil, &http.MaxBytesError{Limit: h.maxBody}
 	}
-	return io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(len(data))
+	if err := membudget.FromContext(r.Context()).Take(r.Context(), membudget.BodyCharge(n)-n); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// refuseBody answers a request whose body could not be read (bodyFailure),
+// or had no room in the memory budget: 429 with Retry-After, or 413 when
+// it can never fit (apierror.BudgetStatus).
+func (h *Handler) refuseBody(w http.ResponseWriter, b binding, id string, err error) {
+	if errors.Is(err, membudget.ErrExhausted) {
+		writeError(w, b.dialect, apierror.BudgetStatus(err, id).Err())
+		return
+	}
+	code, msg := bodyFailure(err)
+	writeAPIError(w, b.dialect, code, msg+" (request_id: "+id+")", "")
 }
 
 // capBody is http.MaxBytesReader on the connection's own writer, not on a

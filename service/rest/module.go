@@ -12,6 +12,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
@@ -27,7 +28,7 @@ var Module = fx.Module("rest",
 )
 
 func newHandler(in *service.InProcess, cfg config.Config, ready *admission.Readiness, m *metrics.Metrics, p *steps.Pipeline,
-	gateway *upstream.Client, adm *admission.Controller, log *slog.Logger) (*Handler, error) {
+	gateway *upstream.Client, adm *admission.Controller, log *slog.Logger, budget *membudget.Budget) (*Handler, error) {
 	h, err := NewHandler(context.Background(), in.Client, cfg.Server.MaxRequestBodyBytes(), ready, m)
 	if err != nil {
 		return nil, err
@@ -35,6 +36,7 @@ func newHandler(in *service.InProcess, cfg config.Config, ready *admission.Readi
 	store, _ := p.RequestStore()
 	h.ServeQueued(store)
 	h.holder = p
+	h.budget = budget
 	h.streamWriteTimeout = cfg.Server.StreamWriteTimeout
 	h.trustTransfer = cfg.Server.TrustClientTransferParams
 	h.limits = cfg.Server.DocumentLimits()

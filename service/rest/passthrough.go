@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
@@ -164,7 +165,7 @@ func (h *Handler) passBody(w http.ResponseWriter, r *http.Request, id string, fr
 	if isForm(r) {
 		return body, true, outcome{}, true
 	}
-	data, err := io.ReadAll(body)
+	data, err := membudget.ReadAll(r.Context(), body, h.maxBody) // growing with the bytes, not 2× copies
 	if err != nil {
 		return body, false, outcome{in: body.count(), err: h.pass.failed(w, r, id, body.readErr(), err)}, false
 	}

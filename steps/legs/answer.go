@@ -2,26 +2,50 @@ package legs
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/membudget"
 )
 
-// ReadBody reads a 2xx answer's whole body, up to max bytes and one
-// more (a longer answer is for the caller to refuse), into a buffer of the
-// size its Content-Length announces when the worker sent one (up to
-// MaxAnswerSize), rather than growing a buffer as the bytes arrive.
-func ReadBody(resp *http.Response, max int64) ([]byte, error) {
-	r := io.LimitReader(resp.Body, max+1)
-	if n := resp.ContentLength; n > 0 && n <= max && n <= MaxAnswerSize {
-		buf := bytes.NewBuffer(make([]byte, 0, n+bytes.MinRead))
-		_, err := buf.ReadFrom(r)
-		return buf.Bytes(), err
+// Cap is the most a leg's buffered answer may hold: the leg, the bytes,
+// and the config key that sets them ("" for a fixed cap).
+type Cap struct {
+	Leg string
+	Max int64
+	Key string
+}
+
+// TooLargeError is an answer longer than its Cap. The client gets 502
+// naming the leg and the cap; the leg's connection is closed, not reused
+// (the answer's body is closed before its end).
+type TooLargeError struct{ Cap Cap }
+
+func (e *TooLargeError) Error() string {
+	msg := fmt.Sprintf("%s answer larger than %d MiB", e.Cap.Leg, e.Cap.Max>>20)
+	if e.Cap.Max < 1<<20 {
+		msg = fmt.Sprintf("%s answer larger than %d bytes", e.Cap.Leg, e.Cap.Max)
 	}
-	return io.ReadAll(r)
+	if e.Cap.Key != "" {
+		msg += " (" + e.Cap.Key + ")"
+	}
+	return msg
+}
+
+// ReadBody reads a 2xx answer's whole body, at most c.Max bytes (a longer
+// one is a *TooLargeError, found as its byte c.Max+1 arrives), growing with
+// the bytes that arrive whatever Content-Length the worker announced, and
+// drawing them from the account of ctx (membudget.ReadAll).
+func ReadBody(ctx context.Context, resp *http.Response, c Cap) ([]byte, error) {
+	body, err := membudget.ReadAll(ctx, resp.Body, c.Max)
+	if errors.Is(err, membudget.ErrTooLarge) {
+		return nil, &TooLargeError{Cap: c}
+	}
+	return body, err
 }
 
 // MaxAnswerSize bounds the body of an encode or prefill answer.
@@ -47,12 +71,15 @@ func ReadAnswer(resp *http.Response, leg string) (*jsonbody.Object, error) {
 	if resp.StatusCode == http.StatusNoContent {
 		return nil, nil
 	}
-	body, err := ReadBody(resp, MaxAnswerSize)
+	// The callers have no request context at hand: the read grows with
+	// the bytes, within MaxAnswerSize, but draws from no account.
+	body, err := ReadBody(context.Background(), resp, Cap{Leg: leg, Max: MaxAnswerSize})
+	var tooLarge *TooLargeError
+	if errors.As(err, &tooLarge) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: read answer: %w", leg, err)
-	}
-	if len(body) > MaxAnswerSize {
-		return nil, fmt.Errorf("%s: answer larger than %d bytes", leg, MaxAnswerSize)
 	}
 	obj, err := jsonbody.ParseObject(body)
 	if err != nil {

@@ -5,10 +5,10 @@ package relay
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net/http"
 	"sync"
@@ -36,15 +36,22 @@ type Sink interface {
 
 // Answer passes a worker's 2xx answer to the sink: its header, then each
 // server-sent event as it arrives when the worker streams, otherwise the
-// whole body. It closes the response body.
-func Answer(resp *http.Response, sink Sink) error {
+// whole body, read within c (legs.ReadBody: a longer body is a
+// *legs.TooLargeError) and drawn from ctx's account. It closes the
+// response body, before its end on an error, which closes the leg's
+// connection.
+func Answer(ctx context.Context, resp *http.Response, sink Sink, c legs.Cap) error {
 	defer resp.Body.Close()
 	sink.Header(resp.Header)
 	ct := resp.Header.Get("Content-Type")
 	if media, _, _ := mime.ParseMediaType(ct); media == "text/event-stream" {
 		return relayEvents(resp.Body, sink)
 	}
-	body, err := legs.ReadBody(resp, math.MaxInt64-1)
+	body, err := legs.ReadBody(ctx, resp, c)
+	var tooLarge *legs.TooLargeError
+	if errors.As(err, &tooLarge) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("read answer: %w", err)
 	}

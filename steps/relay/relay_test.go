@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -11,8 +12,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/membudget"
+	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
+
+var testCap = legs.Cap{Leg: "decode", Max: 1 << 20, Key: "gateway.max_answer_size"}
 
 func response(contentType, body string) *http.Response {
 	return &http.Response{
@@ -52,7 +57,7 @@ func TestRelayEvents(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			sink := &steptest.Sink{}
-			require.NoError(t, Answer(response("text/event-stream; charset=utf-8", tt.body), sink))
+			require.NoError(t, Answer(context.Background(), response("text/event-stream; charset=utf-8", tt.body), sink, testCap))
 			assert.Equal(t, tt.want, sink.EventStrings())
 			if tt.names != nil {
 				assert.Equal(t, tt.names, sink.Names)
@@ -65,7 +70,7 @@ func TestRelayEvents(t *testing.T) {
 func TestRelayRefusesABadEventType(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"\xff", strings.Repeat("a", maxNameSize+1)} {
-		err := Answer(response("text/event-stream", "event: "+name+"\ndata: x\n\n"), &steptest.Sink{})
+		err := Answer(context.Background(), response("text/event-stream", "event: "+name+"\ndata: x\n\n"), &steptest.Sink{}, testCap)
 		assert.ErrorContains(t, err, "event type not UTF-8 or longer than")
 	}
 }
@@ -74,7 +79,7 @@ func TestRelayJSONPassesBytesThrough(t *testing.T) {
 	t.Parallel()
 	sink := &steptest.Sink{}
 	body := `{"id":"x",  "choices":[]}`
-	require.NoError(t, Answer(response("application/json", body), sink))
+	require.NoError(t, Answer(context.Background(), response("application/json", body), sink, testCap))
 	assert.Equal(t, http.StatusOK, sink.Status)
 	assert.Equal(t, "application/json", sink.ContentType)
 	assert.Equal(t, body, string(sink.Body))
@@ -85,7 +90,7 @@ func TestRelayStopsWhenTheSinkFails(t *testing.T) {
 	t.Parallel()
 	gone := errors.New("client gone")
 	sink := &steptest.Sink{FailAfter: 1, Err: gone}
-	err := Answer(response("text/event-stream", "data: 1\n\ndata: 2\n\ndata: 3\n\n"), sink)
+	err := Answer(context.Background(), response("text/event-stream", "data: 1\n\ndata: 2\n\ndata: 3\n\n"), sink, testCap)
 	assert.ErrorIs(t, err, gone)
 	assert.Equal(t, []string{"1"}, sink.EventStrings())
 }
@@ -95,7 +100,7 @@ func TestRelayFlushesWhenNothingMoreIsWaiting(t *testing.T) {
 	t.Run("events that arrive together travel together", func(t *testing.T) {
 		t.Parallel()
 		sink := &steptest.Sink{}
-		require.NoError(t, Answer(response("text/event-stream", "data: 1\n\ndata: 2\n\ndata: 3\n\n"), sink))
+		require.NoError(t, Answer(context.Background(), response("text/event-stream", "data: 1\n\ndata: 2\n\ndata: 3\n\n"), sink, testCap))
 		assert.Equal(t, []string{"1", "2", "3"}, sink.EventStrings())
 		assert.Equal(t, []int{3}, sink.Batches, "one batch for the events read together")
 	})
@@ -106,7 +111,7 @@ func TestRelayFlushesWhenNothingMoreIsWaiting(t *testing.T) {
 		done := make(chan error, 1)
 		resp := response("text/event-stream", "")
 		resp.Body = pr
-		go func() { done <- Answer(resp, sink) }()
+		go func() { done <- Answer(context.Background(), resp, sink, testCap) }()
 		for i, e := range []string{"a", "b"} {
 			_, err := pw.Write([]byte("data: " + e + "\n\n"))
 			require.NoError(t, err)
@@ -204,4 +209,58 @@ func TestAReaderThatNeverAnswersFailsTheStream(t *testing.T) {
 	err := relayEvents(r, &steptest.Sink{})
 	require.ErrorIs(t, err, io.ErrNoProgress)
 	assert.Equal(t, maxEmptyReads, r.reads)
+}
+
+// A JSON answer past the cap is refused as soon as its byte past the cap
+// arrives, without reading the rest (an endless body here), naming the leg
+// and the cap; the body is closed before its end (the connection is not
+// reused).
+func TestRelayJSONPastTheCap(t *testing.T) {
+	t.Parallel()
+	body := &endlessBody{}
+	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: body, ContentLength: 1 << 40}
+	sink := &steptest.Sink{}
+	err := Answer(context.Background(), resp, sink, testCap)
+	var tooLarge *legs.TooLargeError
+	require.ErrorAs(t, err, &tooLarge)
+	assert.Equal(t, "decode answer larger than 1 MiB (gateway.max_answer_size)", err.Error())
+	assert.Nil(t, sink.Body)
+	assert.True(t, body.closed)
+	assert.LessOrEqual(t, body.read, int64(1<<20+1))
+}
+
+// A JSON answer draws its bytes from the request's account: past the
+// budget the answer is refused (the client gets 429), never buffered.
+func TestRelayJSONDrawsFromTheAccount(t *testing.T) {
+	t.Parallel()
+	b := membudget.New(256<<10, 0)
+	a := b.Open()
+	ctx := membudget.WithAccount(context.Background(), a)
+	body := strings.Repeat("x", 512<<10)
+	err := Answer(ctx, response("application/json", body), &steptest.Sink{}, testCap)
+	require.ErrorIs(t, err, membudget.ErrExhausted)
+	assert.Zero(t, b.InUse())
+
+	small := `{"id":"x"}`
+	sink := &steptest.Sink{}
+	require.NoError(t, Answer(ctx, response("application/json", small), sink, testCap))
+	assert.Equal(t, small, string(sink.Body))
+	assert.Positive(t, a.Held(), "the answer is held until the request ends")
+}
+
+// endlessBody is a body that never ends.
+type endlessBody struct {
+	read   int64
+	closed bool
+}
+
+func (e *endlessBody) Read(p []byte) (int, error) {
+	e.read += int64(len(p))
+	return len(p), nil
+}
+
+func (e *endlessBody) Close() error {
+	e.closed = true
+	return nil
 }

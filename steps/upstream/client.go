@@ -64,6 +64,10 @@ type Options struct {
 	// Retry is the policy of the legs whose Request.Retry is set; the zero
 	// value sends every leg once.
 	Retry Retry
+	// MaxAnswerBytes caps a buffered (not streamed) decode answer
+	// (gateway.max_answer_size): the decode steps read up to it. 0 means
+	// DefaultMaxAnswerBytes.
+	MaxAnswerBytes int64
 	// Log, if set, gets one line per leg at trace level with the redacted
 	// headers and body (see RedactBody); nothing is logged above trace.
 	Log *slog.Logger
@@ -100,6 +104,8 @@ type Client struct {
 	// userAgent is Options.UserAgent as a header value, shared by the
 	// legs (net/http never writes into a header's values).
 	userAgent []string
+	// maxAnswer is Options.MaxAnswerBytes, defaulted.
+	maxAnswer int64
 	// jitter and sleep are the retry loop's randomness and clock; tests
 	// replace them (export_test.go).
 	jitter func(n int64) int64
@@ -109,6 +115,11 @@ type Client struct {
 // DefaultUserAgent is the User-Agent of the legs of a client that sent
 // none, unless Options.UserAgent says otherwise.
 const DefaultUserAgent = "coordinator"
+
+// DefaultMaxAnswerBytes is MaxAnswerBytes when unset: 256 MiB, the most a
+// legitimate non-streamed answer holds with room to spare (n × top_logprobs
+// × max_tokens, or prompt_logprobs over a long prompt, take tens of MiB).
+const DefaultMaxAnswerBytes = 256 << 20
 
 // DefaultConnectTimeout bounds the dial and TLS handshake of a client whose
 // Options.ConnectTimeout is 0.
@@ -139,9 +150,20 @@ func New(o Options) (*Client, error) {
 		timeout:   o.Timeout,
 		retry:     o.Retry,
 		userAgent: []string{cmp.Or(o.UserAgent, DefaultUserAgent)},
+		maxAnswer: cmp.Or(max(o.MaxAnswerBytes, 0), DefaultMaxAnswerBytes),
 		jitter:    rand.Int64N,
 		sleep:     sleepCtx,
 	}, nil
+}
+
+// MaxAnswer is the cap on a buffered decode answer, in bytes
+// (Options.MaxAnswerBytes).
+// A nil client has the default.
+func (c *Client) MaxAnswer() int64 {
+	if c == nil {
+		return DefaultMaxAnswerBytes
+	}
+	return c.maxAnswer
 }
 
 // Close releases idle connections.
