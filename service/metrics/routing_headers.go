@@ -5,18 +5,9 @@ import "github.com/prometheus/client_golang/prometheus"
 // newRoutingDropped registers coordinator_client_routing_headers_dropped_total
 // on r, its series of the known APIs and endpoints at 0.
 func newRoutingDropped(r *prometheus.Registry) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "coordinator_client_routing_headers_dropped_total",
-		Help: "Requests whose own routing headers (x-gateway-*, x-llm-d-*, x-*-host-port, x-data-parallel-rank, " +
-			"EPP-Profile, Prefer) the coordinator removed before any leg (compat D24), by API and endpoint.",
-	}, []string{"api", "endpoint"})
-	r.MustRegister(c)
-	for _, api := range apis {
-		for _, ep := range endpointsOf(api) {
-			c.WithLabelValues(api, ep)
-		}
-	}
-	return c
+	return newEndpointCounter(r, "coordinator_client_routing_headers_dropped_total",
+		"Requests whose own routing headers (x-gateway-*, x-llm-d-*, x-*-host-port, x-data-parallel-rank, "+
+			"EPP-Profile, Prefer) the coordinator removed before any leg (compat D24), by API and endpoint.")
 }
 
 // ClientRoutingHeadersDropped counts a request of api and endpoint whose
