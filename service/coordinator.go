@@ -30,8 +30,6 @@ import (
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/apibody"
-	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -307,7 +305,7 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 	if err := doc.Check(); err != nil { // a Responses or Messages body's shape
 		return nil, status.Errorf(codes.InvalidArgument, "%v (request_id: %s)", err, id)
 	}
-	apibody.Unstored(obj, format) // a Responses leg says "store": false
+	doc.Unstored() // a Responses leg says "store": false
 	rc := &steps.RequestContext{
 		RequestID: id,
 		Format:    format,
@@ -322,7 +320,7 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 		return nil, status.Errorf(codes.InvalidArgument, "%v (request_id: %s)", err, id)
 	}
 	rc.Stream = stream
-	legs.SpellFlag(obj, "stream", stream) // a worker reads it as decided
+	doc.SpellStream(stream) // a worker reads it as decided
 	return rc, nil
 }
 
@@ -343,11 +341,11 @@ func invalidBody(err error, id string) error {
 }
 
 // StreamOf is the body's "stream" as the decode worker reads it
-// (legs.Flag: "true", 1 or "yes" stream too), or a client error naming it.
+// (Document.Stream: "true", 1 or "yes" stream too), or a client error naming it.
 // The REST front, which picks Generate or GenerateStream by it, and the
 // service, which frames the answer by it, both decide with it.
 func StreamOf(doc *steps.Document) (bool, error) {
-	return legs.Flag(doc.Root(), "stream")
+	return doc.Stream()
 }
 
 // FormatOf is the pipeline format of an OpenAI endpoint.

@@ -106,6 +106,10 @@ func AppendFeatures(dst []byte, images []MultimodalEntry, withKwargs bool) []byt
 	return features.Append(dst, images, withKwargs)
 }
 
+// AnswerTooLargeError is a worker's buffered answer past its cap
+// (gateway.max_answer_size for decode): the service maps it to 502.
+type AnswerTooLargeError = legs.TooLargeError
+
 // PrefillAnswer is what the prefill worker's answer leaves for the
 // client's answer (pd.PrefillAnswer).
 type PrefillAnswer = pd.PrefillAnswer

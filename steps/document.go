@@ -5,6 +5,7 @@ import (
 	"github.com/coordinator-project/coordinator/steps/apibody"
 	"github.com/coordinator-project/coordinator/steps/features"
 	"github.com/coordinator-project/coordinator/steps/imageparts"
+	"github.com/coordinator-project/coordinator/steps/legs"
 )
 
 // Document is the client's JSON body validated and indexed once, with the
@@ -125,6 +126,20 @@ func (d *Document) DropMediaUUIDs() int {
 	}
 	return imageparts.DropUUIDs(d.root, s)
 }
+
+// Stream is the body's "stream" as a worker's pydantic reads it
+// (legs.Flag: "true", 1 or "yes" stream too), or a client error naming it.
+func (d *Document) Stream() (bool, error) { return legs.Flag(d.root, "stream") }
+
+// SpellStream writes "stream" as decided, a literal true or false where the
+// client spelled it otherwise, so a strict (Go) worker reads what vLLM
+// would (legs.SpellFlag).
+func (d *Document) SpellStream(stream bool) { legs.SpellFlag(d.root, "stream", stream) }
+
+// Unstored makes a Responses body say "store": false unless the client
+// sent that literal (apibody.Unstored): the coordinator stores nothing, and
+// vLLM's default is true. Other formats are left alone.
+func (d *Document) Unstored() { apibody.Unstored(d.root, d.format) }
 
 // HasMedia reports whether the body has a content part vLLM may read as
 // media (imageparts.Any), by its format's shape; false for a format

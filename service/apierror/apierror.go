@@ -17,7 +17,6 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/legs"
 	"github.com/coordinator-project/coordinator/steps/upstream"
 )
 
@@ -37,7 +36,7 @@ func FromError(err error, requestID string) *status.Status {
 	var te *upstream.TransportError
 	var ie *steps.IncompleteKVError
 	var of originFailure
-	var tooLarge *legs.TooLargeError
+	var tooLarge *steps.AnswerTooLargeError
 	switch {
 	case errors.Is(err, context.Canceled):
 		return status.New(codes.Canceled, "request cancelled")
