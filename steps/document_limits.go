@@ -31,9 +31,12 @@ const (
 	// DefaultMaxContentBlocks: two per message of the longest
 	// conversation, each costing tokens of its own.
 	DefaultMaxContentBlocks = 1 << 17
-	// DefaultMaxJSONNodes: four times a 1M-token prompt sent as token IDs;
-	// every value costs a Python worker an object of 30 to 100 bytes.
-	DefaultMaxJSONNodes = 1 << 22
+	// DefaultMaxJSONNodes: sixteen times a 1M-token prompt sent as token
+	// IDs, so a token prompt at the body cap (64 MiB, 10.6M IDs of 6
+	// bytes) passes; only bodies of bare values shorter than 4 bytes reach
+	// it. Every value costs a Python worker an object of 30 to 100 bytes;
+	// the coordinator keeps none (token IDs are 4 bytes each).
+	DefaultMaxJSONNodes = 1 << 24
 )
 
 // jsonbody is l as jsonbody counts it, the indexes' counts in the order

@@ -146,7 +146,7 @@ type Server struct {
 	MaxContentBlocks int `param:"max_content_blocks"`
 	// MaxJSONNodes bounds the JSON values of a body of any endpoint at
 	// any depth, token IDs included, as MaxMessages. Key
-	// server.max_json_nodes, default 4194304 (0 means the default), env
+	// server.max_json_nodes, default 16777216 (0 means the default), env
 	// COORDINATOR_SERVER_MAX_JSON_NODES.
 	MaxJSONNodes int `param:"max_json_nodes"`
 	// MemoryBudget is the process's memory budget, in megabytes (MiB):
