@@ -11,66 +11,149 @@ import (
 // the bytes allowed.
 var ErrTooLarge = errors.New("larger than allowed")
 
-// Chunk sizes of ReadAll: the first is small, so that a request that sends
-// little (whatever length it declares) holds little; each next one doubles,
+// Chunk sizes of ReadAll's list: a body of unknown length starts small, so
+// that a request that sends little holds little; each next chunk doubles,
 // up to the last, so that a large body takes few chunks.
 const (
+	smallChunk = 512
 	firstChunk = 32 << 10
 	lastChunk  = 4 << 20
 )
 
 // ReadAll reads r to its end into one slice of exactly the bytes read,
-// drawing from ctx's account (FromContext) as the bytes arrive: never a
-// declared length up front, so a client or worker that announces much and
-// sends little holds little. The bytes go into a list of chunks (32 KiB
-// first, doubling up to 4 MiB), then, when more than one was needed, into
-// one slice of the exact size, drawn for the moment of the copy and the
-// chunks given back after: what the read holds at the end is what it
-// returns, its peak twice that, and every byte is copied at most once.
+// drawing from ctx's account (FromContext) as the bytes arrive. declared
+// is the length r announces (a Content-Length), 0 or -1 when unknown; it is
+// trusted only as far as bytes back it, so a client or worker that
+// announces much and sends little holds little:
+//
+//   - a declared length up to 32 KiB is read straight into a slice of that
+//     size;
+//   - a longer one is read into a list of chunks (32 KiB, doubling up to
+//     4 MiB) until a quarter of it has arrived, then into one slice of the
+//     declared size that the chunks are copied into and given back: the
+//     read's peak is 1.25 times the body, and an announcement costs at most
+//     four times the bytes sent;
+//   - an unknown length goes into chunks from 512 bytes up, then into one
+//     exact slice: a peak of twice the body, every byte copied once.
 //
 // More than max bytes is an error wrapping ErrTooLarge, found as soon as
-// byte max+1 arrives; so is a refusal of the account (ErrExhausted). On
-// an error, ReadAll gives back what it drew.
-func ReadAll(ctx context.Context, r io.Reader, max int64) ([]byte, error) {
-	a := FromContext(ctx)
-	var (
-		chunks [][]byte
-		total  int64 // bytes read
-		drawn  int64 // bytes drawn for the chunks
-		size   = int64(firstChunk)
-	)
-	fail := func(err error) ([]byte, error) {
-		a.Give(drawn)
+// byte max+1 arrives; so is a body longer than it declared. A refusal of
+// the account wraps ErrExhausted. On an error, ReadAll gives back what it
+// drew; on success the account keeps the returned slice's draw.
+func ReadAll(ctx context.Context, r io.Reader, declared, max int64) ([]byte, error) {
+	g := &reading{ctx: ctx, a: FromContext(ctx), max: max}
+	out, err := g.read(r, declared)
+	if err != nil {
+		g.a.Give(g.drawn)
 		return nil, err
 	}
+	return out, nil
+}
+
+// reading is one ReadAll: its chunks so far and what it drew.
+type reading struct {
+	ctx    context.Context
+	a      *Account
+	max    int64
+	chunks [][]byte
+	total  int64 // bytes in the chunks
+	drawn  int64 // bytes drawn, for the chunks and the final slice
+}
+
+func (g *reading) read(r io.Reader, declared int64) ([]byte, error) {
+	known := declared > 0 && declared <= g.max // 0 may be a Response built without it: read as unknown
+	size := int64(smallChunk)
+	if known {
+		size = firstChunk
+	}
 	for {
-		if total > max {
-			return fail(fmt.Errorf("%w: more than %d bytes", ErrTooLarge, max))
+		if known && (declared <= firstChunk || g.total >= declared/4) {
+			return g.into(r, declared)
 		}
-		n := size
-		if rest := max - total; rest < n {
-			n = rest + 1 // a last chunk holds no more than one byte past max
+		if g.total > g.max {
+			return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, g.max)
 		}
-		if err := a.Take(ctx, n); err != nil {
-			return fail(err)
+		n := min(size, g.max-g.total+1) // a last chunk holds no more than one byte past max
+		if known {
+			n = min(n, declared/4-g.total) // the chunks stop at a quarter of the declared length
 		}
-		drawn += n
+		if err := g.take(n); err != nil {
+			return nil, err
+		}
 		c := make([]byte, n)
 		m, err := fill(r, c)
-		total += int64(m)
-		chunks = append(chunks, c[:m])
+		g.total += int64(m)
+		g.chunks = append(g.chunks, c[:m])
 		if err == io.EOF {
-			break
+			if g.total > g.max {
+				return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, g.max)
+			}
+			return g.join(g.total)
 		}
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 		size = min(2*size, lastChunk)
 	}
-	if total > max {
-		return fail(fmt.Errorf("%w: more than %d bytes", ErrTooLarge, max))
+}
+
+// take draws n bytes from the account.
+func (g *reading) take(n int64) error {
+	if err := g.a.Take(g.ctx, n); err != nil {
+		return err
 	}
-	return join(ctx, a, chunks, total, drawn)
+	g.drawn += n
+	return nil
+}
+
+// into reads the rest of a body of declared bytes into one slice of that
+// size, after the chunks read so far; a body that ends short of it is
+// io.ErrUnexpectedEOF, one that goes on past it ErrTooLarge.
+func (g *reading) into(r io.Reader, declared int64) ([]byte, error) {
+	if g.total > declared {
+		return nil, fmt.Errorf("%w: more than its declared %d bytes", ErrTooLarge, declared)
+	}
+	out, err := g.join(declared)
+	if err != nil {
+		return nil, err
+	}
+	m, err := fill(r, out[len(out):declared])
+	out = out[:len(out)+m]
+	switch {
+	case err == io.EOF && int64(len(out)) < declared:
+		return nil, io.ErrUnexpectedEOF
+	case err != nil && err != io.EOF:
+		return nil, err
+	}
+	var one [1]byte
+	if n, err := fill(r, one[:]); n > 0 {
+		return nil, fmt.Errorf("%w: more than its declared %d bytes", ErrTooLarge, declared)
+	} else if err != io.EOF {
+		return nil, err
+	}
+	return out, nil
+}
+
+// join is the chunks' bytes at the start of one slice of capacity size:
+// the only chunk when it fits exactly, else a copy, drawn for, after which
+// the chunks' draw goes back.
+func (g *reading) join(size int64) ([]byte, error) {
+	if len(g.chunks) == 1 && int64(cap(g.chunks[0])) == size {
+		return g.chunks[0], nil
+	}
+	chunksDrawn := g.drawn
+	if err := g.take(size); err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, size)
+	for i, c := range g.chunks {
+		out = append(out, c...)
+		g.chunks[i] = nil
+	}
+	g.chunks = nil
+	g.a.Give(chunksDrawn)
+	g.drawn -= chunksDrawn
+	return out, nil
 }
 
 // fill reads into c until it is full or r ends (io.EOF) or fails. Unlike
@@ -86,25 +169,4 @@ func fill(r io.Reader, c []byte) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// join is the chunks' bytes in one slice: the only chunk trimmed to its
-// bytes when there is one (giving back its unused capacity's draw is not
-// possible, the slice keeps it; it is at most one chunk), else a copy into
-// an exact slice, after which the chunks' draw goes back.
-func join(ctx context.Context, a *Account, chunks [][]byte, total, drawn int64) ([]byte, error) {
-	if len(chunks) == 1 {
-		return chunks[0], nil
-	}
-	if err := a.Take(ctx, total); err != nil {
-		a.Give(drawn)
-		return nil, err
-	}
-	out := make([]byte, 0, total)
-	for i, c := range chunks {
-		out = append(out, c...)
-		chunks[i] = nil
-	}
-	a.Give(drawn)
-	return out, nil
 }

@@ -200,7 +200,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 // the body's parse and the legs will hold (membudget.BodyCharge): the
 // error wraps membudget.ErrExhausted when the budget has no room.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	data, err := membudget.ReadAll(r.Context(), capBody(w, r.Body, h.maxBody), h.maxBody)
+	data, err := membudget.ReadAll(r.Context(), capBody(w, r.Body, h.maxBody), r.ContentLength, h.maxBody)
 	if errors.Is(err, membudget.ErrTooLarge) { // the cap reader says so first; for completeness
 		return nil, &http.MaxBytesError{Limit: h.maxBody}
 	}

@@ -165,7 +165,7 @@ func (h *Handler) passBody(w http.ResponseWriter, r *http.Request, id string, fr
 	if isForm(r) {
 		return body, true, outcome{}, true
 	}
-	data, err := membudget.ReadAll(r.Context(), body, h.maxBody) // growing with the bytes, not 2× copies
+	data, err := membudget.ReadAll(r.Context(), body, r.ContentLength, h.maxBody) // growing with the bytes, not 2× copies
 	if err != nil {
 		return body, false, outcome{in: body.count(), err: h.pass.failed(w, r, id, body.readErr(), err)}, false
 	}

@@ -41,7 +41,7 @@ func (e *TooLargeError) Error() string {
 // the bytes that arrive whatever Content-Length the worker announced, and
 // drawing them from the account of ctx (membudget.ReadAll).
 func ReadBody(ctx context.Context, resp *http.Response, c Cap) ([]byte, error) {
-	body, err := membudget.ReadAll(ctx, resp.Body, c.Max)
+	body, err := membudget.ReadAll(ctx, resp.Body, resp.ContentLength, c.Max)
 	if errors.Is(err, membudget.ErrTooLarge) {
 		return nil, &TooLargeError{Cap: c}
 	}
