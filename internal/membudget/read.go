@@ -29,10 +29,10 @@ const (
 //   - a declared length up to 32 KiB is read straight into a slice of that
 //     size;
 //   - a longer one is read into a list of chunks (32 KiB, doubling up to
-//     4 MiB) until a quarter of it has arrived, then into one slice of the
+//     4 MiB) until an eighth of it has arrived, then into one slice of the
 //     declared size that the chunks are copied into and given back: the
-//     read's peak is 1.25 times the body, and an announcement costs at most
-//     four times the bytes sent;
+//     read's peak is 1.125 times the body, and an announcement costs at most
+//     eight times the bytes sent (and draws them from the budget first);
 //   - an unknown length goes into chunks from 512 bytes up, then into one
 //     exact slice: a peak of twice the body, every byte copied once.
 //
@@ -67,7 +67,7 @@ func (g *reading) read(r io.Reader, declared int64) ([]byte, error) {
 		size = firstChunk
 	}
 	for {
-		if known && (declared <= firstChunk || g.total >= declared/4) {
+		if known && (declared <= firstChunk || g.total >= declared/8) {
 			return g.into(r, declared)
 		}
 		if g.total > g.max {
@@ -75,7 +75,7 @@ func (g *reading) read(r io.Reader, declared int64) ([]byte, error) {
 		}
 		n := min(size, g.max-g.total+1) // a last chunk holds no more than one byte past max
 		if known {
-			n = min(n, declared/4-g.total) // the chunks stop at a quarter of the declared length
+			n = min(n, declared/8-g.total) // the chunks stop at an eighth of the declared length
 		}
 		if err := g.take(n); err != nil {
 			return nil, err
