@@ -315,7 +315,7 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 	if raw, ok := obj.Get("model"); ok {
 		rc.Model, _ = jsonbody.String(raw)
 	}
-	stream, err := StreamOf(doc)
+	stream, err := doc.Stream()
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "%v (request_id: %s)", err, id)
 	}
@@ -338,14 +338,6 @@ func invalidBody(err error, id string) error {
 		}
 	}
 	return st.Err()
-}
-
-// StreamOf is the body's "stream" as the decode worker reads it
-// (Document.Stream: "true", 1 or "yes" stream too), or a client error naming it.
-// The REST front, which picks Generate or GenerateStream by it, and the
-// service, which frames the answer by it, both decide with it.
-func StreamOf(doc *steps.Document) (bool, error) {
-	return doc.Stream()
 }
 
 // FormatOf is the pipeline format of an OpenAI endpoint.

@@ -129,6 +129,8 @@ func (d *Document) DropMediaUUIDs() int {
 
 // Stream is the body's "stream" as a worker's pydantic reads it
 // (legs.Flag: "true", 1 or "yes" stream too), or a client error naming it.
+// The REST front, which picks Generate or GenerateStream by it, and the
+// service, which frames the answer by it, both decide with it.
 func (d *Document) Stream() (bool, error) { return legs.Flag(d.root, "stream") }
 
 // SpellStream writes "stream" as decided, a literal true or false where the

@@ -26,7 +26,6 @@ import (
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/internal/requestid"
-	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"
@@ -181,7 +180,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 		writeAPIError(w, b.dialect, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
 		return
 	}
-	stream, err := service.StreamOf(doc)
+	stream, err := doc.Stream() // decided as the service decides it, from the same document
 	if err != nil {
 		writeAPIError(w, b.dialect, http.StatusBadRequest, err.Error()+" (request_id: "+id+")", "")
 		return
