@@ -19,7 +19,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // eppConfig mirrors the llm-d router's EndpointPickerConfig, API version
@@ -176,7 +176,7 @@ func TestEPPConfigShape(t *testing.T) {
 		assert.Positive(t, filters, "profile %s keeps every pod", prof.Name)
 		assert.Equal(t, 1, pickers, "profile %s pickers", prof.Name)
 	}
-	want := []string{upstream.ProfileEncode, upstream.ProfilePrefill, upstream.ProfileDecode}
+	want := []string{gateway.ProfileEncode, gateway.ProfilePrefill, gateway.ProfileDecode}
 	assert.ElementsMatch(t, want, names)
 
 	// Every filter, scorer and picker declared is used by a profile.
@@ -230,7 +230,7 @@ func TestEPPProfilesSelectWorkersByRole(t *testing.T) {
 			cfg := loadEPPConfig(t, []byte(configMap(t, m, "epp-config").Data[eppConfigFile]))
 			ws := workers(t, m)
 			require.Len(t, ws, 3)
-			for _, profile := range []string{upstream.ProfileEncode, upstream.ProfilePrefill, upstream.ProfileDecode} {
+			for _, profile := range []string{gateway.ProfileEncode, gateway.ProfilePrefill, gateway.ProfileDecode} {
 				sel := roleFilter(t, cfg, profile)
 				for role, d := range ws {
 					assert.Equal(t, role == profile, sel.Matches(labels.Set(d.Spec.Template.Labels)),

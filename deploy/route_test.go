@@ -13,7 +13,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // The header the coordinator puts on every leg and the EPP reads.
@@ -245,7 +245,7 @@ func TestInternalRouteSendsProfilesToThePool(t *testing.T) {
 	}
 	var tests []tc
 	for _, path := range inferencePaths {
-		for _, profile := range []string{upstream.ProfileEncode, upstream.ProfilePrefill, upstream.ProfileDecode} {
+		for _, profile := range []string{gateway.ProfileEncode, gateway.ProfilePrefill, gateway.ProfileDecode} {
 			tests = append(tests, tc{
 				name:   profile + " " + path,
 				req:    routeRequest{method: http.MethodPost, path: path, header: header(profileHeader, profile)},

@@ -1,7 +1,7 @@
 // Package service is the coordinator's inbound side: the gRPC server and
 // its CoordinatorService, which builds each request's context, runs the
 // pipeline and maps the outcome to a gRPC status. The REST front
-// (service/rest) reaches it through the in-process Channel (service/inproc),
+// (service/rest) reaches it through the in-process Channel (internal/inproc),
 // which runs the same interceptors as the network server.
 package service
 
@@ -26,11 +26,11 @@ import (
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/config"
-	"github.com/coordinator-project/coordinator/service/inproc"
+	"github.com/coordinator-project/coordinator/internal/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // Coordinator implements CoordinatorService over the pipeline.
@@ -155,7 +155,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 		defer c.metrics.Begin(api, rc.Stream)()
 	}
 	ctx, span := tracing.StartRequestSpan(ctx, method, rc)
-	ctx = upstream.WithObserver(ctx, c.metrics)
+	ctx = gateway.WithObserver(ctx, c.metrics)
 	answer := &answerSink{Sink: rc.Sink, ctx: ctx, metrics: c.metrics, api: api, rc: rc, start: start,
 		interToken: c.metrics.InterToken(api, rc.Format.String())}
 	rc.Timings = answer.timings[:0]

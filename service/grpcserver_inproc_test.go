@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/service/inproc"
+	"github.com/coordinator-project/coordinator/internal/inproc"
 )
 
 // panicService panics on a request id "panic" and answers any other.

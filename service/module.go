@@ -19,10 +19,10 @@ import (
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
-	"github.com/coordinator-project/coordinator/service/inproc"
+	"github.com/coordinator-project/coordinator/internal/inproc"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // Module wires the gRPC side: the gateway client, the pipeline built from
@@ -46,12 +46,12 @@ var Module = fx.Module("service",
 	fx.Invoke(knownSteps, serveGRPC),
 )
 
-func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, reloads tlsfiles.Observer) (*upstream.Client, error) {
+func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, reloads tlsfiles.Observer) (*gateway.Client, error) {
 	tlsConfig, err := gatewayTLS(cfg.Gateway, log, reloads)
 	if err != nil {
 		return nil, err
 	}
-	c, err := upstream.New(upstream.Options{
+	c, err := gateway.New(gateway.Options{
 		Log:                   log,
 		Address:               cfg.Gateway.Address,
 		MaxIdleConnsPerHost:   cfg.Gateway.MaxIdleConnsPerHost,

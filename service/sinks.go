@@ -9,7 +9,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/headers"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // setAnswerHeader gives the client the headers of a worker's answer that
@@ -27,7 +27,7 @@ func setAnswerHeader(ctx context.Context, h http.Header) {
 // relayedHeader is the header of the worker's answer err relays to the
 // client (the decode legs' non-2xx answers), nil if none.
 func relayedHeader(err error) http.Header {
-	var se *upstream.StatusError
+	var se *gateway.StatusError
 	if errors.As(err, &se) && se.Relay {
 		return se.Header
 	}

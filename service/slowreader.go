@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/coordinator-project/coordinator/service/inproc"
+	"github.com/coordinator-project/coordinator/internal/inproc"
 )
 
 // errSlowReader is the cause of a stream's context when its client took

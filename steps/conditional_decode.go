@@ -7,9 +7,9 @@ import (
 	"net/http"
 
 	"github.com/coordinator-project/coordinator/internal/params"
-	"github.com/coordinator-project/coordinator/steps/legs"
-	"github.com/coordinator-project/coordinator/steps/relay"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+	"github.com/coordinator-project/coordinator/internal/wire/relay"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // ConditionalDecodeType is the conditional-decode step's config name.
@@ -28,9 +28,9 @@ const preferIfAvailable = "if-available"
 // on (typically to encode, prefill and decode). A 2xx answer is relayed to
 // the client, event by event when it streams, and ends the pipeline. Any
 // other status reaches the client with the worker's status and body, like
-// decode's (*upstream.StatusError with Relay set).
+// decode's (*gateway.StatusError with Relay set).
 type ConditionalDecode struct {
-	gateway *upstream.Client
+	gateway *gateway.Client
 }
 
 // conditionalDecodeParams are the conditional-decode step's params.
@@ -41,7 +41,7 @@ type conditionalDecodeParams struct {
 }
 
 // NewConditionalDecodePlugin registers the conditional-decode step type.
-func NewConditionalDecodePlugin(gateway *upstream.Client) Plugin {
+func NewConditionalDecodePlugin(gateway *gateway.Client) Plugin {
 	return Plugin{Type: ConditionalDecodeType, New: func(raw map[string]any) (Step, error) {
 		var p conditionalDecodeParams
 		if err := params.Decode(raw, &p); err != nil {
@@ -60,17 +60,17 @@ func (c *ConditionalDecode) Execute(ctx context.Context, rc *RequestContext) err
 	if err != nil {
 		return err
 	}
-	resp, err := c.gateway.Post(ctx, upstream.Request{
+	resp, err := c.gateway.Post(ctx, gateway.Request{
 		Leg:       ConditionalDecodeType,
 		Path:      rc.Format.Path(),
-		Profile:   upstream.ProfileDecode,
+		Profile:   gateway.ProfileDecode,
 		RequestID: rc.LegID(),
 		Header:    rc.Header,
 		Prefer:    preferIfAvailable,
 		Parts:     body,
 	})
 	if err != nil {
-		var se *upstream.StatusError
+		var se *gateway.StatusError
 		if errors.As(err, &se) {
 			if se.StatusCode == http.StatusPreconditionFailed {
 				return nil // cache miss: the next steps answer

@@ -13,7 +13,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 func newConditionalDecode(t *testing.T, url string, params map[string]any) steps.Step {
@@ -153,7 +153,7 @@ func TestConditionalDecodeRelaysOtherStatuses(t *testing.T) {
 			sink := &steptest.Sink{}
 			rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatChat, Sink: sink, Body: []byte(`{"model":"test"}`)}
 			err := newConditionalDecode(t, gw.URL, nil).Execute(context.Background(), rc)
-			var se *upstream.StatusError
+			var se *gateway.StatusError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, status, se.StatusCode)
 			assert.True(t, se.Relay)
@@ -173,7 +173,7 @@ func TestConditionalDecodeTransportError(t *testing.T) {
 	sink := &steptest.Sink{}
 	rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatChat, Sink: sink, Body: []byte(`{"model":"test"}`)}
 	err := newConditionalDecode(t, gw.URL, nil).Execute(context.Background(), rc)
-	var te *upstream.TransportError
+	var te *gateway.TransportError
 	require.ErrorAs(t, err, &te)
 	assert.Equal(t, "conditional-decode", te.Leg)
 	assert.NotErrorIs(t, err, steps.ErrDone)

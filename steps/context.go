@@ -5,9 +5,9 @@ import (
 	"net/http"
 
 	"github.com/coordinator-project/coordinator/internal/headers"
-	"github.com/coordinator-project/coordinator/steps/features"
-	"github.com/coordinator-project/coordinator/steps/legs"
-	"github.com/coordinator-project/coordinator/steps/pd"
+	"github.com/coordinator-project/coordinator/internal/wire/features"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+	"github.com/coordinator-project/coordinator/internal/wire/pd"
 )
 
 // Format is the OpenAI-compatible API a body is written for (legs.Format).

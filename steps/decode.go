@@ -8,10 +8,10 @@ import (
 	"github.com/coordinator-project/coordinator/connectors/kv"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
-	"github.com/coordinator-project/coordinator/steps/legs"
-	"github.com/coordinator-project/coordinator/steps/pd"
-	"github.com/coordinator-project/coordinator/steps/relay"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+	"github.com/coordinator-project/coordinator/internal/wire/pd"
+	"github.com/coordinator-project/coordinator/internal/wire/relay"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // DecodeType is the decode step's config name.
@@ -25,7 +25,7 @@ const DecodeType = "decode"
 // worker's non-2xx answer reaches the client with its status and body
 // unchanged.
 type Decode struct {
-	gateway *upstream.Client
+	gateway *gateway.Client
 	kv      kv.Connector
 }
 
@@ -39,7 +39,7 @@ type decodeParams struct {
 }
 
 // NewDecodePlugin registers the decode step type.
-func NewDecodePlugin(gateway *upstream.Client, kvs *kv.Set) Plugin {
+func NewDecodePlugin(gateway *gateway.Client, kvs *kv.Set) Plugin {
 	return Plugin{Type: DecodeType, New: func(raw map[string]any) (Step, error) {
 		var p decodeParams
 		if err := params.Decode(raw, &p); err != nil {
@@ -59,16 +59,16 @@ func (d *Decode) Execute(ctx context.Context, rc *RequestContext) error {
 	if err != nil {
 		return err
 	}
-	resp, err := d.gateway.Post(ctx, upstream.Request{
+	resp, err := d.gateway.Post(ctx, gateway.Request{
 		Leg:       DecodeType,
 		Path:      rc.Format.Path(),
-		Profile:   upstream.ProfileDecode,
+		Profile:   gateway.ProfileDecode,
 		RequestID: rc.LegID(),
 		Header:    rc.Header,
 		Parts:     body,
 	})
 	if err != nil {
-		var se *upstream.StatusError
+		var se *gateway.StatusError
 		if errors.As(err, &se) {
 			se.Relay = true
 		}
@@ -84,7 +84,7 @@ func (d *Decode) Execute(ctx context.Context, rc *RequestContext) error {
 const answerCapKey = "gateway.max_answer_size"
 
 // answerCap is the cap on a buffered answer of the decode leg named leg.
-func answerCap(gateway *upstream.Client, leg string) legs.Cap {
+func answerCap(gateway *gateway.Client, leg string) legs.Cap {
 	return legs.Cap{Leg: leg, Max: gateway.MaxAnswer(), Key: answerCapKey}
 }
 

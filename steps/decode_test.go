@@ -14,7 +14,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 func newDecode(t *testing.T, url string, params map[string]any) steps.Step {
@@ -75,7 +75,7 @@ func TestDecodeWorkerErrorIsRelayed(t *testing.T) {
 	})
 	rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatChat, Body: []byte(`{"model":"x"}`), Sink: &steptest.Sink{}}
 	err := newDecode(t, gw.URL, nil).Execute(context.Background(), rc)
-	var se *upstream.StatusError
+	var se *gateway.StatusError
 	require.ErrorAs(t, err, &se)
 	assert.True(t, se.Relay)
 	assert.Equal(t, http.StatusNotFound, se.StatusCode)
@@ -113,7 +113,7 @@ func TestDecodeDeliversTheWorkersHeader(t *testing.T) {
 	}
 	rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatChat, Body: []byte(`{"model":"m"}`), Sink: &steptest.Sink{},
 		Header: headers.NewForwarded("x-fail", "1")}
-	var se *upstream.StatusError
+	var se *gateway.StatusError
 	require.ErrorAs(t, newDecode(t, gw.URL, nil).Execute(context.Background(), rc), &se)
 	assert.Equal(t, "3", se.Header.Get("Retry-After"))
 	assert.Equal(t, "w-7", se.Header.Get("X-Worker"))

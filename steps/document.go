@@ -3,9 +3,9 @@ package steps
 import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/steps/apibody"
-	"github.com/coordinator-project/coordinator/steps/features"
-	"github.com/coordinator-project/coordinator/steps/imageparts"
-	"github.com/coordinator-project/coordinator/steps/legs"
+	"github.com/coordinator-project/coordinator/internal/wire/features"
+	"github.com/coordinator-project/coordinator/internal/wire/imageparts"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
 
 // Document is the client's JSON body validated and indexed once, with the

@@ -2,7 +2,7 @@ package steps
 
 import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
-	"github.com/coordinator-project/coordinator/steps/imageparts"
+	"github.com/coordinator-project/coordinator/internal/wire/imageparts"
 )
 
 // DocumentLimits bound the structure of a request body, counted as it is

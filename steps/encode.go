@@ -10,10 +10,10 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
-	"github.com/coordinator-project/coordinator/steps/features"
-	"github.com/coordinator-project/coordinator/steps/imageparts"
-	"github.com/coordinator-project/coordinator/steps/legs"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/wire/features"
+	"github.com/coordinator-project/coordinator/internal/wire/imageparts"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // EncodeType is the encode step's config name.
@@ -27,7 +27,7 @@ const EncodeType = "encode"
 // It does nothing for a prompt without images, and for a tokens-in
 // (generate) request, whose prefill worker encodes inline from kwargs_data.
 type Encode struct {
-	gateway         *upstream.Client
+	gateway         *gateway.Client
 	maxParallel     int
 	useOpenAIFormat bool
 }
@@ -54,7 +54,7 @@ func (p *encodeParams) validate() error {
 }
 
 // NewEncodePlugin registers the encode step type.
-func NewEncodePlugin(gateway *upstream.Client, ecs *ec.Set) Plugin {
+func NewEncodePlugin(gateway *gateway.Client, ecs *ec.Set) Plugin {
 	return Plugin{Type: EncodeType, New: func(raw map[string]any) (Step, error) {
 		p := encodeParams{MaxParallel: 8}
 		if err := params.Decode(raw, &p); err != nil {
@@ -113,10 +113,10 @@ func (e *Encode) Execute(ctx context.Context, rc *RequestContext) error {
 // a non-empty JSON object, or nil when it sent none.
 func (e *Encode) leg(ctx context.Context, rc *RequestContext, format Format, i int, body [][]byte) (json.RawMessage, error) {
 	name := fmt.Sprintf("%s[%d]", EncodeType, i)
-	resp, err := e.gateway.Post(ctx, upstream.Request{
+	resp, err := e.gateway.Post(ctx, gateway.Request{
 		Leg:       name,
 		Path:      format.Path(),
-		Profile:   upstream.ProfileEncode,
+		Profile:   gateway.ProfileEncode,
 		RequestID: rc.LegID(),
 		Header:    rc.Header,
 		Parts:     body,

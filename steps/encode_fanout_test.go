@@ -14,7 +14,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // fanOutContext is a chat request with n images, hashes h0..h<n-1>.
@@ -120,7 +120,7 @@ func TestEncodeFirstFailureCancelsTheOthers(t *testing.T) {
 	rc := fanOutContext(legs)
 	err := newEncode(t, gw.URL, map[string]any{"use_openai_format": true, "max_parallel": legs}).Execute(ctx, rc)
 
-	var se *upstream.StatusError
+	var se *gateway.StatusError
 	require.ErrorAs(t, err, &se, "the first failure is the step's error")
 	assert.Equal(t, "encode[2]", se.Leg)
 	assert.Equal(t, http.StatusServiceUnavailable, se.StatusCode)
@@ -139,7 +139,7 @@ func TestEncodeFirstFailureStopsQueuedLegs(t *testing.T) {
 	})
 	rc := fanOutContext(5)
 	err := newEncode(t, gw.URL, map[string]any{"use_openai_format": true, "max_parallel": 1}).Execute(context.Background(), rc)
-	var se *upstream.StatusError
+	var se *gateway.StatusError
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, "encode[0]", se.Leg)
 	assert.Len(t, gw.Legs(), 1)
@@ -198,7 +198,7 @@ func BenchmarkEncodeFanOut(b *testing.B) {
 		_, _ = w.Write(answer)
 	}))
 	b.Cleanup(srv.Close)
-	client, err := upstream.New(upstream.Options{Address: srv.URL, MaxIdleConnsPerHost: 16})
+	client, err := gateway.New(gateway.Options{Address: srv.URL, MaxIdleConnsPerHost: 16})
 	require.NoError(b, err)
 	b.Cleanup(client.Close)
 	step, err := steps.NewEncodePlugin(client, phaseECSet(b)).New(map[string]any{"use_openai_format": true})

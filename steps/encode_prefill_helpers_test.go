@@ -22,15 +22,15 @@ import (
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // Helpers of the encode and prefill tests.
 
 // phaseClient is a gateway client for the fake at url.
-func phaseClient(t *testing.T, url string) *upstream.Client {
+func phaseClient(t *testing.T, url string) *gateway.Client {
 	t.Helper()
-	c, err := upstream.New(upstream.Options{Address: url, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: 30 * time.Second})
+	c, err := gateway.New(gateway.Options{Address: url, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: 30 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return c
@@ -184,9 +184,9 @@ func workers(t *testing.T) *recorder {
 	return newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.Header.Get("EPP-Profile") {
-		case upstream.ProfileEncode:
+		case gateway.ProfileEncode:
 			_, _ = w.Write([]byte(encodeAnswer(legHash(bodyOf(r)))))
-		case upstream.ProfilePrefill:
+		case gateway.ProfilePrefill:
 			_, _ = w.Write([]byte(`{"request_id":"generate-tokens-abc123","choices":[{"index":0,"finish_reason":"length","token_ids":[28715]}],` +
 				`"kv_transfer_params":` + prefillKVFor(bodyOf(r)) + `,"ec_transfer_params":null}`))
 		default:

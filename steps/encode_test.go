@@ -12,7 +12,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 func TestEncodeParams(t *testing.T) {
@@ -75,7 +75,7 @@ func TestEncodeFanOut(t *testing.T) {
 	for i, e := range rc.Multimodal {
 		leg := legByHash(t, legs, e.Hash)
 		assert.Equal(t, steps.PathGenerate, leg.Path)
-		assertLegHeaders(t, leg, upstream.ProfileEncode, "req-abc-123")
+		assertLegHeaders(t, leg, gateway.ProfileEncode, "req-abc-123")
 		body := decoded(t, leg.Body)
 		assert.Equal(t, "llava", body["model"])
 		assert.Equal(t, []any{e.Hash}, at(body, "features", "mm_hashes", "image"))
@@ -100,7 +100,7 @@ func TestEncodeChatFormat(t *testing.T) {
 	for i, e := range rc.Multimodal {
 		leg := legByHash(t, legs, e.Hash)
 		assert.Equal(t, steps.PathChat, leg.Path)
-		assertLegHeaders(t, leg, upstream.ProfileEncode, "req-abc-123")
+		assertLegHeaders(t, leg, gateway.ProfileEncode, "req-abc-123")
 		body := decoded(t, leg.Body)
 		// One image-only content part: the request's image_url object as sent.
 		content, _ := at(body, "messages").([]any)
@@ -229,7 +229,7 @@ func TestEncodeECTransferParamsAnswers(t *testing.T) {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), "decode answer")
 				assert.NotErrorIs(t, err, steps.ErrInvalidRequest)
-				var se *upstream.StatusError
+				var se *gateway.StatusError
 				assert.NotErrorAs(t, err, &se)
 				assert.Nil(t, rc.ECDescriptors)
 				return
@@ -270,7 +270,7 @@ func TestEncodeLegFailure(t *testing.T) {
 			})
 			rc := mmChatContext()
 			err := newEncode(t, gw.URL, map[string]any{"use_openai_format": true}).Execute(context.Background(), rc)
-			var se *upstream.StatusError
+			var se *gateway.StatusError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, "encode[1]", se.Leg)
 			assert.Equal(t, tt.status, se.StatusCode)

@@ -11,10 +11,10 @@ import (
 	"github.com/coordinator-project/coordinator/connectors/kv"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
-	"github.com/coordinator-project/coordinator/steps/features"
-	"github.com/coordinator-project/coordinator/steps/legs"
-	"github.com/coordinator-project/coordinator/steps/pd"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/wire/features"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+	"github.com/coordinator-project/coordinator/internal/wire/pd"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // PrefillType is the prefill step's config name.
@@ -37,7 +37,7 @@ const PrefillType = "prefill"
 // recorded in RequestContext.PrefillFallback and the step returns nil
 // without KV params, so decode serves the request alone (aggregated).
 type Prefill struct {
-	gateway          *upstream.Client
+	gateway          *gateway.Client
 	kv               kv.Connector
 	ec               ec.Connector
 	useOpenAIFormat  bool
@@ -65,7 +65,7 @@ type prefillParams struct {
 }
 
 // NewPrefillPlugin registers the prefill step type.
-func NewPrefillPlugin(gateway *upstream.Client, kvs *kv.Set, ecs *ec.Set) Plugin {
+func NewPrefillPlugin(gateway *gateway.Client, kvs *kv.Set, ecs *ec.Set) Plugin {
 	return Plugin{Type: PrefillType, New: func(raw map[string]any) (Step, error) {
 		var p prefillParams
 		if err := params.Decode(raw, &p); err != nil {
@@ -121,10 +121,10 @@ func (p *Prefill) execute(ctx context.Context, rc *RequestContext) error {
 	if err != nil {
 		return err
 	}
-	resp, err := p.gateway.Post(ctx, upstream.Request{
+	resp, err := p.gateway.Post(ctx, gateway.Request{
 		Leg:       PrefillType,
 		Path:      format.Path(),
-		Profile:   upstream.ProfilePrefill,
+		Profile:   gateway.ProfilePrefill,
 		RequestID: rc.LegID(),
 		Header:    rc.Header,
 		Parts:     body,
@@ -192,8 +192,8 @@ func fallbackReason(ctx context.Context, err error) string {
 	if ctx.Err() != nil {
 		return ""
 	}
-	var se *upstream.StatusError
-	var te *upstream.TransportError
+	var se *gateway.StatusError
+	var te *gateway.TransportError
 	var ie *IncompleteKVError
 	switch {
 	case errors.As(err, &ie):

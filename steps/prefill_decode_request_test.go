@@ -12,7 +12,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // Request side of D22: whatever asks for the prompt's logprobs goes to the
@@ -23,7 +23,7 @@ import (
 func pdGateway(t *testing.T, prefillAnswer, contentType, decodeAnswer string) *steptest.Gateway {
 	t.Helper()
 	return steptest.NewGateway(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("EPP-Profile") == upstream.ProfilePrefill {
+		if r.Header.Get("EPP-Profile") == gateway.ProfilePrefill {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(prefillAnswer))
 			return
@@ -120,7 +120,7 @@ func TestPDPromptLogprobsGoToPrefillOnly(t *testing.T) {
 			t.Parallel()
 			gw := pdGateway(t, pdPrefillAnswer, "application/json", `{"choices":[]}`)
 			require.NoError(t, runPD(t, gw, tt.useOpenAI, pdContext(tt.format, tt.body, tt.stream)))
-			prefill, decode := legsOf(gw, upstream.ProfilePrefill), legsOf(gw, upstream.ProfileDecode)
+			prefill, decode := legsOf(gw, gateway.ProfilePrefill), legsOf(gw, gateway.ProfileDecode)
 			require.Len(t, prefill, 1)
 			require.Len(t, decode, 1)
 			checkPaths(t, "prefill", prefill[0].Body, tt.wantPrefill)
@@ -174,7 +174,7 @@ func TestPDRefusesWhatOnlyAnAggregatedWorkerCouldAnswer(t *testing.T) {
 func TestPDFallbackLeavesPromptLogprobsToDecode(t *testing.T) {
 	t.Parallel()
 	gw := steptest.NewGateway(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("EPP-Profile") == upstream.ProfilePrefill {
+		if r.Header.Get("EPP-Profile") == gateway.ProfilePrefill {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
@@ -192,7 +192,7 @@ func TestPDFallbackLeavesPromptLogprobsToDecode(t *testing.T) {
 	rc.Tokens = steps.Tokens{} // nothing rendered: decode sends the client's bytes
 	require.NoError(t, p.Run(context.Background(), rc))
 	require.NotNil(t, rc.PrefillFallback)
-	decode := legsOf(gw, upstream.ProfileDecode)
+	decode := legsOf(gw, gateway.ProfileDecode)
 	require.Len(t, decode, 1)
 	assert.Equal(t, body, string(decode[0].Body), "an aggregated decode computes the prompt logprobs itself")
 	assert.Equal(t, `{"choices":[],"prompt_logprobs":[null]}`, string(rc.Sink.(*steptest.Sink).Body))
@@ -217,7 +217,7 @@ func TestPDPrefillGolden(t *testing.T) {
 			t.Parallel()
 			gw := pdGateway(t, pdPrefillAnswer, "application/json", `{}`)
 			require.NoError(t, runPD(t, gw, false, pdContext(tt.format, tt.body, false)))
-			prefill := legsOf(gw, upstream.ProfilePrefill)
+			prefill := legsOf(gw, gateway.ProfilePrefill)
 			require.Len(t, prefill, 1)
 			goldenJSON(t, "prefill/prompt-logprobs/"+tt.name, prefill[0].Body)
 		})

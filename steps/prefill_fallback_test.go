@@ -12,12 +12,12 @@ import (
 
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // fallbackPipeline is prefill → decode (kv-nixl) against url, with the
 // prefill step's params.
-func fallbackPipeline(t *testing.T, client *upstream.Client, prefillParams map[string]any) *steps.Pipeline {
+func fallbackPipeline(t *testing.T, client *gateway.Client, prefillParams map[string]any) *steps.Pipeline {
 	t.Helper()
 	kvs := phaseKVSet(t)
 	plugins := []steps.Plugin{steps.NewPrefillPlugin(client, kvs, phaseECSet(t)), steps.NewDecodePlugin(client, kvs)}
@@ -33,7 +33,7 @@ func failingPrefill(t *testing.T, status int) *recorder {
 	t.Helper()
 	return newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		if r.Header.Get("EPP-Profile") == upstream.ProfilePrefill {
+		if r.Header.Get("EPP-Profile") == gateway.ProfilePrefill {
 			w.WriteHeader(status)
 			_, _ = w.Write([]byte(`{"error":{"message":"prefill pool unwell"}}`))
 			return
@@ -72,14 +72,14 @@ func TestPrefillFallbackServesWithDecodeAlone(t *testing.T) {
 
 			require.NotNil(t, rc.PrefillFallback)
 			assert.Equal(t, steps.FallbackStatus5xx, rc.PrefillFallback.Reason)
-			var se *upstream.StatusError
+			var se *gateway.StatusError
 			require.ErrorAs(t, rc.PrefillFallback.Err, &se)
 			assert.Equal(t, http.StatusInternalServerError, se.StatusCode)
 			assert.False(t, rc.PrefillDone)
 			assert.Nil(t, rc.KVParams)
 
-			assert.Equal(t, []string{upstream.ProfilePrefill, upstream.ProfileDecode}, profiles(gw))
-			decode := legsOf(gw, upstream.ProfileDecode)[0]
+			assert.Equal(t, []string{gateway.ProfilePrefill, gateway.ProfileDecode}, profiles(gw))
+			decode := legsOf(gw, gateway.ProfileDecode)[0]
 			assert.Nil(t, at(decoded(t, decode.Body), tt.kv...), "no kv_transfer_params: decode serves alone")
 			assert.NotContains(t, string(decode.Body), "kv_transfer_params")
 			assert.Equal(t, decodeAnswer, string(rc.Sink.(*steptest.Sink).Body))
@@ -115,12 +115,12 @@ func TestPrefillFallbackOnlyForUpstreamFaults(t *testing.T) {
 				assert.Equal(t, tt.reason, rc.PrefillFallback.Reason)
 				return
 			}
-			var se *upstream.StatusError
+			var se *gateway.StatusError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, tt.status, se.StatusCode)
 			assert.Equal(t, "prefill", se.Leg)
 			assert.Nil(t, rc.PrefillFallback)
-			assert.Equal(t, []string{upstream.ProfilePrefill}, profiles(gw), "decode never sent")
+			assert.Equal(t, []string{gateway.ProfilePrefill}, profiles(gw), "decode never sent")
 		})
 	}
 }
@@ -137,13 +137,13 @@ func TestPrefillFallbackOnTransportErrorAndTimeout(t *testing.T) {
 	})
 	tests := []struct {
 		name   string
-		client *upstream.Client
+		client *gateway.Client
 		reason string
 	}{
 		{name: "connection refused", client: phaseClient(t, refused), reason: steps.FallbackTransport},
 		{name: "answer cut short", client: phaseClient(t, cut.URL), reason: steps.FallbackTransport},
-		{name: "no headers in time", reason: steps.FallbackTimeout, client: func() *upstream.Client {
-			c, err := upstream.New(upstream.Options{Address: hang.URL, ResponseHeaderTimeout: 50 * time.Millisecond})
+		{name: "no headers in time", reason: steps.FallbackTimeout, client: func() *gateway.Client {
+			c, err := gateway.New(gateway.Options{Address: hang.URL, ResponseHeaderTimeout: 50 * time.Millisecond})
 			require.NoError(t, err)
 			t.Cleanup(c.Close)
 			return c
@@ -158,7 +158,7 @@ func TestPrefillFallbackOnTransportErrorAndTimeout(t *testing.T) {
 			require.NoError(t, step.Execute(context.Background(), rc))
 			require.NotNil(t, rc.PrefillFallback)
 			assert.Equal(t, tt.reason, rc.PrefillFallback.Reason, "%v", rc.PrefillFallback.Err)
-			var te *upstream.TransportError
+			var te *gateway.TransportError
 			assert.ErrorAs(t, rc.PrefillFallback.Err, &te)
 			assert.False(t, rc.PrefillDone)
 		})

@@ -12,7 +12,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // Flows across the encode, prefill and decode steps, built from config as
@@ -56,13 +56,13 @@ func TestFlowEncodePrefillDecodeChat(t *testing.T) {
 	}, legTrail(gw))
 
 	// EC params flow from the encoders to prefill, merged by hash.
-	prefill := legsOf(gw, upstream.ProfilePrefill)[0]
+	prefill := legsOf(gw, gateway.ProfilePrefill)[0]
 	assert.JSONEq(t, fmt.Sprintf(`{%q:%s,%q:%s}`, hash0, descriptor(hash0), hash1, descriptor(hash1)),
 		string(rawMember(t, prefill.Body, "ec_transfer_params")))
 
 	// KV params flow from prefill to decode: every field the worker sent,
 	// byte for byte, with the flags turned around; no EC params on decode.
-	decode := legsOf(gw, upstream.ProfileDecode)[0]
+	decode := legsOf(gw, gateway.ProfileDecode)[0]
 	kvDecode := decoded(t, rawMember(t, decode.Body, "kv_transfer_params"))
 	want := decoded(t, []byte(prefillKV))
 	want["do_remote_decode"], want["do_remote_prefill"] = false, true
@@ -77,13 +77,13 @@ func TestFlowPartialECResponse(t *testing.T) {
 	// Only the first image's encoder reports a descriptor.
 	gw := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.Header.Get("EPP-Profile") {
-		case upstream.ProfileEncode:
+		case gateway.ProfileEncode:
 			if h := legHash(bodyOf(r)); h == hash0 {
 				_, _ = w.Write([]byte(encodeAnswer(h)))
 				return
 			}
 			_, _ = w.Write([]byte(`{"id":"x","ec_transfer_params":null}`))
-		case upstream.ProfilePrefill:
+		case gateway.ProfilePrefill:
 			_, _ = w.Write([]byte(`{"kv_transfer_params":` + prefillKV + `}`))
 		default:
 			_, _ = w.Write([]byte(decodeAnswer))
@@ -95,12 +95,12 @@ func TestFlowPartialECResponse(t *testing.T) {
 
 	require.Len(t, rc.ECDescriptors, 2)
 	assert.Nil(t, rc.ECDescriptors[1])
-	prefill := legsOf(gw, upstream.ProfilePrefill)[0]
+	prefill := legsOf(gw, gateway.ProfilePrefill)[0]
 	assert.Equal(t, steps.PathGenerate, prefill.Path)
 	ecParams, _ := at(decoded(t, prefill.Body), "sampling_params", "extra_args", "ec_transfer_params").(map[string]any)
 	assert.Equal(t, []string{hash0}, memberNames(ecParams), "only the reported hash is forwarded")
 	// Decode still shapes for the client's chat API (D1).
-	decode := legsOf(gw, upstream.ProfileDecode)[0]
+	decode := legsOf(gw, gateway.ProfileDecode)[0]
 	assert.Equal(t, steps.PathChat, decode.Path)
 	assert.Equal(t, "e1101616", at(decoded(t, decode.Body), "kv_transfer_params", "remote_engine_id"))
 }
@@ -108,7 +108,7 @@ func TestFlowPartialECResponse(t *testing.T) {
 func TestFlowNoECParamsAtAll(t *testing.T) {
 	t.Parallel()
 	gw := steptest.NewGateway(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("EPP-Profile") == upstream.ProfileEncode {
+		if r.Header.Get("EPP-Profile") == gateway.ProfileEncode {
 			_, _ = w.Write([]byte(`{"choices":[]}`))
 			return
 		}
@@ -118,7 +118,7 @@ func TestFlowNoECParamsAtAll(t *testing.T) {
 	p := phasePipeline(t, gw.URL, steps.Defaults{ECConnector: "ec-nixl", UseOpenAIFormat: true})
 	require.NoError(t, p.Run(context.Background(), rc))
 	assert.Equal(t, []json.RawMessage{nil, nil}, rc.ECDescriptors)
-	assert.NotContains(t, string(legsOf(gw, upstream.ProfilePrefill)[0].Body), "ec_transfer_params")
+	assert.NotContains(t, string(legsOf(gw, gateway.ProfilePrefill)[0].Body), "ec_transfer_params")
 }
 
 // TestFlowAllConnectorCombinations follows the reference's integration
@@ -136,7 +136,7 @@ func TestFlowAllConnectorCombinations(t *testing.T) {
 				require.NoError(t, p.Run(context.Background(), rc))
 				assert.Equal(t, decodeAnswer, string(rc.Sink.(*steptest.Sink).Body))
 				assert.Len(t, rc.ECDescriptors, 2, "encoders' answers are kept whatever the connector")
-				prefillLeg := legsOf(gw, upstream.ProfilePrefill)[0]
+				prefillLeg := legsOf(gw, gateway.ProfilePrefill)[0]
 				assert.Equal(t, prefillKVFor(prefillLeg.Body), string(rc.KVParams))
 				prefill := decoded(t, prefillLeg.Body)
 				assert.Equal(t, ecName == "ec-nixl", hasKey(prefill, "sampling_params", "extra_args", "ec_transfer_params"))
@@ -223,7 +223,7 @@ func TestFlowRenderToEncodeFeatures(t *testing.T) {
 	require.NoError(t, p.Run(context.Background(), rc))
 	require.Len(t, render.Legs(), 1)
 
-	encodeLegs := legsOf(gw, upstream.ProfileEncode)
+	encodeLegs := legsOf(gw, gateway.ProfileEncode)
 	require.Len(t, encodeLegs, 2)
 	assert.JSONEq(t, `{"mm_hashes":{"image":["abc123hash"]},"mm_placeholders":{"image":[{"offset":1,"length":3}]},"kwargs_data":{"image":["dGVuc29yLTE="]}}`,
 		string(rawMember(t, legByHash(t, encodeLegs, hash0).Body, "features")))
@@ -231,7 +231,7 @@ func TestFlowRenderToEncodeFeatures(t *testing.T) {
 		string(rawMember(t, legByHash(t, encodeLegs, hash1).Body, "features")))
 	assert.JSONEq(t, `[1,32000,32000,32000]`, string(rawMember(t, legByHash(t, encodeLegs, hash1).Body, "token_ids")))
 
-	prefill := legsOf(gw, upstream.ProfilePrefill)[0].Body
+	prefill := legsOf(gw, gateway.ProfilePrefill)[0].Body
 	assert.JSONEq(t, `{"mm_hashes":{"image":["abc123hash","def456hash"]},"mm_placeholders":{"image":[{"offset":1,"length":3},{"offset":4,"length":3}]},`+
 		`"kwargs_data":{"image":["dGVuc29yLTE=",null]}}`, string(rawMember(t, prefill, "features")))
 	assert.JSONEq(t, `[1,32000,32000,32000,32000,32000,32000,2345,6789]`, string(rawMember(t, prefill, "token_ids")))

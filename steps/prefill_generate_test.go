@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // TestPrefillGenerateWithoutRender: a tokens-in request that no render step
@@ -20,10 +20,10 @@ func TestPrefillGenerateWithoutRender(t *testing.T) {
 	rc := generateNoRenderContext(generateNoRenderBody)()
 	require.NoError(t, connectorPipeline(t, gw.URL, "kv-nixl", nil).Run(context.Background(), rc))
 
-	prefill := decoded(t, legsOf(gw, upstream.ProfilePrefill)[0].Body)
+	prefill := decoded(t, legsOf(gw, gateway.ProfilePrefill)[0].Body)
 	assert.Len(t, prefill["token_ids"], 6)
 	assert.Equal(t, []any{hash0}, at(prefill, "features", "mm_hashes", "image"))
-	decode := decoded(t, legsOf(gw, upstream.ProfileDecode)[0].Body)
+	decode := decoded(t, legsOf(gw, gateway.ProfileDecode)[0].Body)
 	assert.Equal(t, decode["token_ids"], prefill["token_ids"], "both legs carry the one prompt")
 	assert.Equal(t, "e1101616", at(decode, "sampling_params", "extra_args", "kv_transfer_params", "remote_engine_id"))
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // Decision D26: a prefill answer without the kv_transfer_params its KV
@@ -22,7 +22,7 @@ func prefillAnswering(t *testing.T, body string) *recorder {
 	t.Helper()
 	return newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		if r.Header.Get("EPP-Profile") == upstream.ProfilePrefill {
+		if r.Header.Get("EPP-Profile") == gateway.ProfilePrefill {
 			_, _ = w.Write([]byte(body))
 			return
 		}
@@ -78,7 +78,7 @@ func TestPrefillAnswerWithoutKVParamsFails(t *testing.T) {
 			assert.Equal(t, tt.kv, ie.Connector)
 			assert.Equal(t, steps.PrefillType, ie.Leg)
 			assert.ErrorContains(t, err, "answer lacks kv_transfer_params "+tt.missing[0])
-			assert.Equal(t, []string{upstream.ProfilePrefill}, profiles(gw), "decode never sent")
+			assert.Equal(t, []string{gateway.ProfilePrefill}, profiles(gw), "decode never sent")
 			assert.False(t, rc.PrefillDone)
 			assert.Nil(t, rc.PrefillFallback)
 		})
@@ -111,8 +111,8 @@ func TestPrefillAnswerWithoutKVParamsFallsBack(t *testing.T) {
 			assert.Equal(t, nixlFields, ie.Missing)
 			assert.False(t, rc.PrefillDone)
 			assert.Nil(t, rc.KVParams)
-			assert.Equal(t, []string{upstream.ProfilePrefill, upstream.ProfileDecode}, profiles(gw))
-			decode := legsOf(gw, upstream.ProfileDecode)[0]
+			assert.Equal(t, []string{gateway.ProfilePrefill, gateway.ProfileDecode}, profiles(gw))
+			decode := legsOf(gw, gateway.ProfileDecode)[0]
 			assert.Nil(t, at(decoded(t, decode.Body), tt.kv...), "decode serves alone, no bare do_remote_prefill")
 			assert.NotContains(t, string(decode.Body), "do_remote_prefill")
 			assert.Equal(t, decodeAnswer, string(rc.Sink.(*steptest.Sink).Body))
@@ -130,7 +130,7 @@ func TestPrefillSharedStorageNeedsNoKVParams(t *testing.T) {
 	require.NoError(t, connectorPipeline(t, gw.URL, "kv-shared-storage", nil).Run(context.Background(), rc))
 	assert.True(t, rc.PrefillDone)
 	assert.Nil(t, rc.PrefillFallback)
-	decode := legsOf(gw, upstream.ProfileDecode)[0]
+	decode := legsOf(gw, gateway.ProfileDecode)[0]
 	assert.JSONEq(t, `{"do_remote_decode":false,"do_remote_prefill":true}`, string(rawMember(t, decode.Body, "kv_transfer_params")))
 }
 

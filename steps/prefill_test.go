@@ -12,7 +12,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 func TestPrefillParams(t *testing.T) {
@@ -88,7 +88,7 @@ func runPrefill(t *testing.T, params map[string]any, rc *steps.RequestContext) s
 	require.NoError(t, newPrefill(t, gw.URL, params).Execute(context.Background(), rc))
 	legs := gw.Legs()
 	require.Len(t, legs, 1)
-	assertLegHeaders(t, legs[0], upstream.ProfilePrefill, rc.RequestID)
+	assertLegHeaders(t, legs[0], gateway.ProfilePrefill, rc.RequestID)
 	assert.True(t, rc.PrefillDone)
 	assert.Equal(t, prefillKVFor(legs[0].Body), string(rc.KVParams), "the worker's kv_transfer_params byte for byte (D15)")
 	return legs[0]
@@ -296,7 +296,7 @@ func TestPrefillConflictingECParamsRejectsTheRequest(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `conflicting descriptors for mm_hash "abc123hash"`)
 	assert.NotErrorIs(t, err, steps.ErrInvalidRequest, "a 502, not a client error")
-	var se *upstream.StatusError
+	var se *gateway.StatusError
 	assert.NotErrorAs(t, err, &se)
 	assert.Empty(t, gw.Legs(), "the gateway is never hit")
 	assert.False(t, rc.PrefillDone)
@@ -320,7 +320,7 @@ func TestPrefillGatewayError(t *testing.T) {
 			})
 			rc := mmChatContext()
 			err := newPrefill(t, gw.URL, map[string]any{"use_openai_format": true}).Execute(context.Background(), rc)
-			var se *upstream.StatusError
+			var se *gateway.StatusError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, "prefill", se.Leg)
 			assert.Equal(t, tt.status, se.StatusCode)

@@ -13,9 +13,9 @@ import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
-	"github.com/coordinator-project/coordinator/steps/features"
-	"github.com/coordinator-project/coordinator/steps/legs"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/wire/features"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // RenderType is the render step's config name.
@@ -43,10 +43,10 @@ const maxRenderAnswer = 256 << 20
 // The render service is called directly (not through the gateway) with the
 // forwarded client headers and x-request-id (decision D5); any 2xx answer is
 // accepted (D9). Client faults, including the token and placeholder limits,
-// are ErrInvalidRequest; a non-2xx answer is an *upstream.StatusError; a
+// are ErrInvalidRequest; a non-2xx answer is an *gateway.StatusError; a
 // malformed answer is a plain error.
 type Render struct {
-	client          *upstream.Client
+	client          *gateway.Client
 	maxTokens       int
 	maxPlaceholders int
 	maxEntries      int
@@ -66,8 +66,8 @@ type renderParams struct {
 	// ConnectTimeout bounds opening a connection (dial and TLS handshake).
 	ConnectTimeout time.Duration `param:"connect_timeout"`
 	// Retry resends a render call that got no answer (refused, reset before
-	// the headers) or a 502/503 answer (see upstream.Retry).
-	Retry upstream.Retry `param:"retry"`
+	// the headers) or a 502/503 answer (see gateway.Retry).
+	Retry gateway.Retry `param:"retry"`
 	// MaxTotalTokens rejects prompts with more tokens (400). 0: unlimited.
 	MaxTotalTokens int `param:"max_total_tokens"`
 	// MaxTotalPlaceholderTokens rejects prompts whose image placeholders add
@@ -88,8 +88,8 @@ func defaultRenderParams() renderParams {
 		Timeout:              30 * time.Second,
 		MaxIdleConnsPerHost:  100,
 		IdleConnTimeout:      90 * time.Second,
-		ConnectTimeout:       upstream.DefaultConnectTimeout,
-		Retry:                upstream.DefaultRetry,
+		ConnectTimeout:       gateway.DefaultConnectTimeout,
+		Retry:                gateway.DefaultRetry,
 		MaxMultimodalEntries: DefaultMaxMultimodalEntries,
 	}
 }
@@ -154,7 +154,7 @@ func NewRenderPlugin(deps RenderDeps) Plugin {
 		if err := p.Validate(); err != nil {
 			return nil, err
 		}
-		opts := upstream.Options{
+		opts := gateway.Options{
 			Address:             p.Address,
 			MaxIdleConnsPerHost: p.MaxIdleConnsPerHost,
 			IdleConnTimeout:     p.IdleConnTimeout,
@@ -169,7 +169,7 @@ func NewRenderPlugin(deps RenderDeps) Plugin {
 			}
 			opts.TLS = files.TLSConfig
 		}
-		client, err := upstream.New(opts)
+		client, err := gateway.New(opts)
 		if err != nil {
 			return nil, err
 		}
@@ -425,7 +425,7 @@ func checkSamplingParams(obj *jsonbody.Object) error {
 // post sends body, the document as it stands, to <address><path>/render
 // and returns the whole answer.
 func (r *Render) post(ctx context.Context, rc *RequestContext, path string, body [][]byte) ([]byte, error) {
-	resp, err := r.client.Post(ctx, upstream.Request{
+	resp, err := r.client.Post(ctx, gateway.Request{
 		Leg:       RenderType,
 		Path:      path + "/render",
 		RequestID: rc.LegID(),
@@ -446,7 +446,7 @@ func (r *Render) post(ctx context.Context, rc *RequestContext, path string, body
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("render: %w", context.Cause(ctx))
 		}
-		return nil, &upstream.TransportError{Leg: RenderType, Err: fmt.Errorf("read answer: %w", err)}
+		return nil, &gateway.TransportError{Leg: RenderType, Err: fmt.Errorf("read answer: %w", err)}
 	}
 	return answer, nil
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // sixteenTokens is a prompt long enough for every placeholder of the
@@ -157,7 +157,7 @@ func TestFeaturesFromRender(t *testing.T) {
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.NotErrorIs(t, err, steps.ErrInvalidRequest, "render's answer is not the client's fault")
-				var se *upstream.StatusError
+				var se *gateway.StatusError
 				assert.False(t, errors.As(err, &se))
 				assert.Contains(t, err.Error(), tt.wantErr)
 				return

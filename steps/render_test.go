@@ -13,7 +13,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // fullChatAnswer is a chat render answer with two images.
@@ -190,7 +190,7 @@ func TestRenderLimits(t *testing.T) {
 	}
 }
 
-// TestRenderUpstreamStatus: a non-2xx answer is an *upstream.StatusError
+// TestRenderUpstreamStatus: a non-2xx answer is an *gateway.StatusError
 // with render's status (4xx reach the client, 5xx become 502), never a
 // client fault; any 2xx is success (D9).
 func TestRenderUpstreamStatus(t *testing.T) {
@@ -203,7 +203,7 @@ func TestRenderUpstreamStatus(t *testing.T) {
 				srv := renderServer(t, status, `{"error":{"message":"bad tokens"}}`)
 				rc := &steps.RequestContext{RequestID: "r", Format: format, Body: []byte(`{"model":"m","messages":[],"prompt":"hi"}`)}
 				err := newRender(t, srv.URL, nil).Execute(context.Background(), rc)
-				var se *upstream.StatusError
+				var se *gateway.StatusError
 				require.ErrorAs(t, err, &se)
 				assert.Equal(t, status, se.StatusCode)
 				assert.Equal(t, "render", se.Leg)
@@ -265,7 +265,7 @@ func TestRenderMalformedAnswer(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.wantErr)
 			assert.NotErrorIs(t, err, steps.ErrInvalidRequest)
-			var se *upstream.StatusError
+			var se *gateway.StatusError
 			assert.False(t, errors.As(err, &se))
 			assert.Nil(t, rc.Tokens.IDs())
 			assert.Equal(t, body, string(editedBody(rc)))
@@ -281,7 +281,7 @@ func TestRenderTransportErrors(t *testing.T) {
 		srv.Close()
 		rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatChat, Body: []byte(`{"messages":[]}`)}
 		err := newRender(t, srv.URL, nil).Execute(context.Background(), rc)
-		var te *upstream.TransportError
+		var te *gateway.TransportError
 		require.ErrorAs(t, err, &te)
 		assert.Equal(t, "render", te.Leg)
 	})
@@ -290,7 +290,7 @@ func TestRenderTransportErrors(t *testing.T) {
 		srv := streamingRender(t)
 		rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatChat, Body: []byte(`{"messages":[]}`)}
 		err := newRender(t, srv.URL, map[string]any{"timeout": "20ms"}).Execute(context.Background(), rc)
-		var te *upstream.TransportError
+		var te *gateway.TransportError
 		require.ErrorAs(t, err, &te)
 		assert.True(t, te.Timeout(), "a stalled body times out: %v", err)
 	})
@@ -313,7 +313,7 @@ func TestRenderTransportErrors(t *testing.T) {
 		rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatChat, Body: []byte(`{"messages":[]}`)}
 		err := newRender(t, srv.URL, nil).Execute(ctx, rc)
 		assert.ErrorIs(t, err, context.Canceled)
-		var te *upstream.TransportError
+		var te *gateway.TransportError
 		assert.False(t, errors.As(err, &te), "a cancelled request is not a transport failure")
 	})
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/tlsfiles/tlsfilestest"
 	"github.com/coordinator-project/coordinator/sim"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 func TestRenderTLSParams(t *testing.T) {
@@ -92,7 +92,7 @@ func TestRenderOverTLS(t *testing.T) {
 			rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatCompletions, Body: []byte(`{"model":"sim-model","prompt":"Hello there"}`)}
 			err := step.Execute(context.Background(), rc)
 			if tt.wantErr {
-				var te *upstream.TransportError
+				var te *gateway.TransportError
 				assert.ErrorAs(t, err, &te)
 				return
 			}

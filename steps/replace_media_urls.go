@@ -12,8 +12,8 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/internal/params"
-	"github.com/coordinator-project/coordinator/steps/imageparts"
-	"github.com/coordinator-project/coordinator/steps/media"
+	"github.com/coordinator-project/coordinator/internal/wire/imageparts"
+	"github.com/coordinator-project/coordinator/internal/media"
 )
 
 // ReplaceMediaURLsType is the replace-media-urls step's config name.

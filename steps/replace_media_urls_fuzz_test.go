@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/media"
+	"github.com/coordinator-project/coordinator/internal/media"
 )
 
 // fuzzImageHost stands for the fuzz origin in seeds; the target swaps in

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/media"
+	"github.com/coordinator-project/coordinator/internal/media"
 )
 
 var (

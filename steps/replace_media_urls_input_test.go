@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/media"
+	"github.com/coordinator-project/coordinator/internal/media"
 )
 
 // nxdomain answers every lookup as DNS does for a name that does not exist.

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/media"
+	"github.com/coordinator-project/coordinator/internal/media"
 )
 
 func TestReplaceMediaURLsDownloadsAndInlines(t *testing.T) {

@@ -11,7 +11,7 @@
 // the contract and the step packages it wires.
 //
 // Steps never see transport types: they read and write the RequestContext,
-// call the gateway through steps/upstream, and write the client's answer
+// call the gateway through internal/gateway, and write the client's answer
 // through the context's Sink.
 package steps
 
@@ -21,7 +21,7 @@ import (
 
 	"go.uber.org/fx"
 
-	"github.com/coordinator-project/coordinator/steps/legs"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
 
 // Step is one configured stage of the pipeline. A Step is built once at

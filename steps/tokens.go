@@ -2,7 +2,7 @@ package steps
 
 import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
-	"github.com/coordinator-project/coordinator/steps/features"
+	"github.com/coordinator-project/coordinator/internal/wire/features"
 )
 
 // Tokens is a prompt's token IDs, held as the IDs, as their JSON encoding

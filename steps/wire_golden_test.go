@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // Golden files of legs written from client bodies spaced and escaped as
@@ -122,7 +122,7 @@ func legName(profile, prefer string, body []byte) string {
 	switch {
 	case prefer != "":
 		return "conditional-" + profile
-	case profile == upstream.ProfileEncode:
+	case profile == gateway.ProfileEncode:
 		return fmt.Sprintf("%s-%s", profile, legHash(body))
 	}
 	return profile

@@ -19,8 +19,8 @@ import (
 var tracingFrames = []string{
 	"go.opentelemetry.io/",
 	"/internal/spans.",
-	"/steps/upstream.startLeg",
-	"/steps/upstream.endLeg",
+	"/internal/gateway.startLeg",
+	"/internal/gateway.endLeg",
 	"/steps.endStepSpan",
 	"requestAttributes", // the REST front's and the service's
 	"endServerSpan",

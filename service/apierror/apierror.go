@@ -17,7 +17,7 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // FromError is the one place a pipeline error becomes what the client
@@ -32,8 +32,8 @@ func FromError(err error, requestID string) *status.Status {
 	if s, ok := status.FromError(err); ok && err != nil {
 		return s // already a status (e.g. from request validation)
 	}
-	var se *upstream.StatusError
-	var te *upstream.TransportError
+	var se *gateway.StatusError
+	var te *gateway.TransportError
 	var ie *steps.IncompleteKVError
 	var of originFailure
 	var tooLarge *steps.AnswerTooLargeError
@@ -90,7 +90,7 @@ func BudgetStatus(err error, requestID string) *status.Status {
 }
 
 // originFailure is an error that may be an image origin's failure
-// (steps/media's Error; asked by its method, so that the mapping imports no
+// (internal/media's Error; asked by its method, so that the mapping imports no
 // step's library).
 type originFailure interface {
 	error
@@ -103,7 +103,7 @@ type originFailure interface {
 // request: n must be at least 1 (request_id: r)". Any other body, and every
 // 5xx body, stays in the logs: "prefill failed: HTTP 503 (request_id: r)".
 // A relayed answer (the decode legs') carries its body for the REST front.
-func upstreamStatus(se *upstream.StatusError, requestID string) *status.Status {
+func upstreamStatus(se *gateway.StatusError, requestID string) *status.Status {
 	detail := &coordinatorv1.UpstreamError{Leg: se.Leg, StatusCode: int32(se.StatusCode), ContentType: se.ContentType}
 	msg := fmt.Sprintf("%s failed: HTTP %d (request_id: %s)", se.Leg, se.StatusCode, requestID)
 	if se.StatusCode >= 400 && se.StatusCode < 500 {
@@ -135,7 +135,7 @@ func RefusalStatus(r *steps.Refusal, step, requestID string) *status.Status {
 // (REST 504), anything else (refused, reset, not HTTP, a body cut off) is
 // UNAVAILABLE (REST 502), a status outside 100-599 included. Both carry an
 // UpstreamError without a status.
-func transportStatus(te *upstream.TransportError, requestID string) *status.Status {
+func transportStatus(te *gateway.TransportError, requestID string) *status.Status {
 	code, what := codes.Unavailable, "unreachable"
 	switch {
 	case te.Timeout() && te.InBody:
@@ -144,7 +144,7 @@ func transportStatus(te *upstream.TransportError, requestID string) *status.Stat
 		code, what = codes.DeadlineExceeded, "timed out"
 	case te.InBody:
 		what = "answer cut off"
-	case errors.Is(te.Err, upstream.ErrInvalidStatus):
+	case errors.Is(te.Err, gateway.ErrInvalidStatus):
 		what = "answered no HTTP status"
 	}
 	return withDetail(status.New(code, fmt.Sprintf("%s %s (request_id: %s)", te.Leg, what, requestID)),

@@ -21,9 +21,9 @@ import (
 	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/legs"
-	"github.com/coordinator-project/coordinator/steps/media"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+	"github.com/coordinator-project/coordinator/internal/media"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 type timeoutErr struct{}
@@ -46,23 +46,23 @@ func TestFromErrorAndHTTPStatus(t *testing.T) {
 	}{
 		{name: "client fault", err: fmt.Errorf("step \"render\": %w", steps.Invalidf("prompt must be a string or token array")),
 			code: codes.InvalidArgument, httpStatus: 400, message: "prompt must be a string or token array (request_id: rid)"},
-		{name: "render 422 passes through without its body", err: &upstream.StatusError{Leg: "render", StatusCode: 422, Body: []byte("bad tokens")},
+		{name: "render 422 passes through without its body", err: &gateway.StatusError{Leg: "render", StatusCode: 422, Body: []byte("bad tokens")},
 			code: codes.InvalidArgument, httpStatus: 422, message: "render rejected the request: HTTP 422 (request_id: rid)"},
-		{name: "prefill 429", err: &upstream.StatusError{Leg: "prefill", StatusCode: 429},
+		{name: "prefill 429", err: &gateway.StatusError{Leg: "prefill", StatusCode: 429},
 			code: codes.ResourceExhausted, httpStatus: 429, message: "prefill rejected the request: HTTP 429"},
-		{name: "encode 503 is a bad gateway", err: &upstream.StatusError{Leg: "encode[1]", StatusCode: 503},
+		{name: "encode 503 is a bad gateway", err: &gateway.StatusError{Leg: "encode[1]", StatusCode: 503},
 			code: codes.Unavailable, httpStatus: 502, message: "encode[1] failed: HTTP 503"},
-		{name: "decode 404 is relayed", err: &upstream.StatusError{Leg: "decode", StatusCode: 404, Body: []byte(`{"e":1}`), ContentType: "application/json", Relay: true},
+		{name: "decode 404 is relayed", err: &gateway.StatusError{Leg: "decode", StatusCode: 404, Body: []byte(`{"e":1}`), ContentType: "application/json", Relay: true},
 			code: codes.NotFound, httpStatus: 404, relayBody: `{"e":1}`},
-		{name: "decode 503 is relayed too", err: &upstream.StatusError{Leg: "decode", StatusCode: 503, Relay: true},
+		{name: "decode 503 is relayed too", err: &gateway.StatusError{Leg: "decode", StatusCode: 503, Relay: true},
 			code: codes.Unavailable, httpStatus: 503},
-		{name: "transport error", err: &upstream.TransportError{Leg: "prefill", Err: errors.New("connection refused")},
+		{name: "transport error", err: &gateway.TransportError{Leg: "prefill", Err: errors.New("connection refused")},
 			code: codes.Unavailable, httpStatus: 502, message: "prefill unreachable (request_id: rid)"},
 		{name: "prefill answer without the KV params (D26)", err: fmt.Errorf("step \"prefill\": %w",
 			&steps.IncompleteKVError{Leg: "prefill", StatusCode: 200, Connector: "kv-nixl", Missing: []string{"remote_engine_id", "remote_host"}}),
 			code: codes.Unavailable, httpStatus: 502,
 			message: "prefill: answer lacks kv_transfer_params remote_engine_id, remote_host (kv-nixl) (request_id: rid)"},
-		{name: "leg timeout", err: &upstream.TransportError{Leg: "decode", Err: timeoutErr{}},
+		{name: "leg timeout", err: &gateway.TransportError{Leg: "decode", Err: timeoutErr{}},
 			code: codes.DeadlineExceeded, httpStatus: 504, message: "decode timed out"},
 		{name: "client cancel", err: fmt.Errorf("decode: %w", context.Canceled), code: codes.Canceled, httpStatus: 499},
 		{name: "an image origin's fault is a bad gateway naming the image",
@@ -128,22 +128,22 @@ func TestTransportFailures(t *testing.T) {
 		httpStatus int
 		message    string
 	}{
-		{name: "connection refused", err: &upstream.TransportError{Leg: "encode[0]", Err: refused},
+		{name: "connection refused", err: &gateway.TransportError{Leg: "encode[0]", Err: refused},
 			code: codes.Unavailable, httpStatus: 502, message: "encode[0] unreachable (request_id: rid)"},
-		{name: "reset before headers", err: &upstream.TransportError{Leg: "prefill", Err: &url.Error{Op: "Post", URL: "http://gw", Err: io.EOF}},
+		{name: "reset before headers", err: &gateway.TransportError{Leg: "prefill", Err: &url.Error{Op: "Post", URL: "http://gw", Err: io.EOF}},
 			code: codes.Unavailable, httpStatus: 502, message: "prefill unreachable (request_id: rid)"},
-		{name: "connect timeout", err: &upstream.TransportError{Leg: "prefill", Err: dialTimeout},
+		{name: "connect timeout", err: &gateway.TransportError{Leg: "prefill", Err: dialTimeout},
 			code: codes.DeadlineExceeded, httpStatus: 504, message: "prefill timed out (request_id: rid)"},
-		{name: "response header timeout", err: &upstream.TransportError{Leg: "render", Err: timeoutErr{}},
+		{name: "response header timeout", err: &gateway.TransportError{Leg: "render", Err: timeoutErr{}},
 			code: codes.DeadlineExceeded, httpStatus: 504, message: "render timed out (request_id: rid)"},
-		{name: "idle watchdog mid-stream", err: fmt.Errorf("decode: read event stream: %w", &upstream.TransportError{Leg: "decode", Err: upstream.ErrStreamIdle, InBody: true}),
+		{name: "idle watchdog mid-stream", err: fmt.Errorf("decode: read event stream: %w", &gateway.TransportError{Leg: "decode", Err: gateway.ErrStreamIdle, InBody: true}),
 			code: codes.DeadlineExceeded, httpStatus: 504, message: "decode answer stalled (request_id: rid)"},
-		{name: "reset mid-body", err: fmt.Errorf("prefill: read answer: %w", &upstream.TransportError{Leg: "prefill", Err: io.ErrUnexpectedEOF, InBody: true}),
+		{name: "reset mid-body", err: fmt.Errorf("prefill: read answer: %w", &gateway.TransportError{Leg: "prefill", Err: io.ErrUnexpectedEOF, InBody: true}),
 			code: codes.Unavailable, httpStatus: 502, message: "prefill answer cut off (request_id: rid)"},
-		{name: "a status outside 100-599", err: &upstream.TransportError{Leg: "decode", Err: fmt.Errorf("%w: 999", upstream.ErrInvalidStatus)},
+		{name: "a status outside 100-599", err: &gateway.TransportError{Leg: "decode", Err: fmt.Errorf("%w: 999", gateway.ErrInvalidStatus)},
 			code: codes.Unavailable, httpStatus: 502, message: "decode answered no HTTP status (request_id: rid)"},
-		{name: "a silent render body wrapped again", err: &upstream.TransportError{Leg: "render", Err: fmt.Errorf("read answer: %w",
-			&upstream.TransportError{Leg: "render", Err: upstream.ErrStreamIdle, InBody: true})},
+		{name: "a silent render body wrapped again", err: &gateway.TransportError{Leg: "render", Err: fmt.Errorf("read answer: %w",
+			&gateway.TransportError{Leg: "render", Err: gateway.ErrStreamIdle, InBody: true})},
 			code: codes.DeadlineExceeded, httpStatus: 504, message: "render timed out"},
 	}
 	for _, tt := range tests {
@@ -155,7 +155,7 @@ func TestTransportFailures(t *testing.T) {
 			assert.Contains(t, st.Message(), tt.message)
 			u := apierror.UpstreamDetail(st)
 			require.NotNil(t, u)
-			var te *upstream.TransportError
+			var te *gateway.TransportError
 			require.ErrorAs(t, tt.err, &te)
 			assert.Equal(t, te.Leg, u.GetLeg())
 			assert.Zero(t, u.GetStatusCode(), "no answer, no status")
@@ -173,41 +173,41 @@ func TestLegErrorMessages(t *testing.T) {
 	long := strings.Repeat("é", 600) // 1200 bytes
 	tests := []struct {
 		name        string
-		err         *upstream.StatusError
+		err         *gateway.StatusError
 		httpStatus  int
 		message     string
 		workerMsg   string
 		workerParam string
 	}{
 		{name: "prefill 400 error object",
-			err:        &upstream.StatusError{Leg: "prefill", StatusCode: 400, Body: []byte(`{"error":{"message":"n must be at least 1","type":"BadRequestError","param":"n","code":400}}`)},
+			err:        &gateway.StatusError{Leg: "prefill", StatusCode: 400, Body: []byte(`{"error":{"message":"n must be at least 1","type":"BadRequestError","param":"n","code":400}}`)},
 			httpStatus: 400, message: "prefill rejected the request: n must be at least 1 (request_id: rid)", workerMsg: "n must be at least 1", workerParam: "n"},
 		{name: "render 404, vLLM's older shape",
-			err:        &upstream.StatusError{Leg: "render", StatusCode: 404, Body: []byte(`{"object":"error","message":"The model ` + "`nope`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`)},
+			err:        &gateway.StatusError{Leg: "render", StatusCode: 404, Body: []byte(`{"object":"error","message":"The model ` + "`nope`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`)},
 			httpStatus: 404, message: "render rejected the request: The model `nope` does not exist. (request_id: rid)", workerMsg: "The model `nope` does not exist."},
 		{name: "encode 413, param not a string",
-			err:        &upstream.StatusError{Leg: "encode[0]", StatusCode: 413, Body: []byte(` {"error":{"message":"too big","param":7}}`)},
+			err:        &gateway.StatusError{Leg: "encode[0]", StatusCode: 413, Body: []byte(` {"error":{"message":"too big","param":7}}`)},
 			httpStatus: 413, message: "encode[0] rejected the request: too big (request_id: rid)", workerMsg: "too big"},
 		{name: "decode 400 is relayed and named",
-			err:        &upstream.StatusError{Leg: "decode", StatusCode: 400, Relay: true, Body: []byte(`{"error":{"message":"max_tokens too large","param":"max_tokens"}}`)},
+			err:        &gateway.StatusError{Leg: "decode", StatusCode: 400, Relay: true, Body: []byte(`{"error":{"message":"max_tokens too large","param":"max_tokens"}}`)},
 			httpStatus: 400, message: "decode rejected the request: max_tokens too large (request_id: rid)", workerMsg: "max_tokens too large", workerParam: "max_tokens"},
 		{name: "a long message is cut",
-			err:        &upstream.StatusError{Leg: "prefill", StatusCode: 400, Body: []byte(`{"error":{"message":"` + long + `"}}`)},
+			err:        &gateway.StatusError{Leg: "prefill", StatusCode: 400, Body: []byte(`{"error":{"message":"` + long + `"}}`)},
 			httpStatus: 400, message: "prefill rejected the request: " + strings.Repeat("é", 510) + "… (request_id: rid)", workerMsg: strings.Repeat("é", 510) + "…"},
 		{name: "FastAPI's validation body is not an OpenAI error",
-			err:        &upstream.StatusError{Leg: "prefill", StatusCode: 422, Body: []byte(`{"detail":[{"loc":["body","n"],"msg":"bad"}]}`)},
+			err:        &gateway.StatusError{Leg: "prefill", StatusCode: 422, Body: []byte(`{"detail":[{"loc":["body","n"],"msg":"bad"}]}`)},
 			httpStatus: 422, message: "prefill rejected the request: HTTP 422 (request_id: rid)"},
 		{name: "an error string is not an error object",
-			err:        &upstream.StatusError{Leg: "prefill", StatusCode: 400, Body: []byte(`{"error":"nope"}`)},
+			err:        &gateway.StatusError{Leg: "prefill", StatusCode: 400, Body: []byte(`{"error":"nope"}`)},
 			httpStatus: 400, message: "prefill rejected the request: HTTP 400 (request_id: rid)"},
 		{name: "an empty message is none",
-			err:        &upstream.StatusError{Leg: "render", StatusCode: 400, Body: []byte(`{"error":{"message":""}}`)},
+			err:        &gateway.StatusError{Leg: "render", StatusCode: 400, Body: []byte(`{"error":{"message":""}}`)},
 			httpStatus: 400, message: "render rejected the request: HTTP 400 (request_id: rid)"},
 		{name: "plain text",
-			err:        &upstream.StatusError{Leg: "render", StatusCode: 400, Body: []byte(`Bad Request`)},
+			err:        &gateway.StatusError{Leg: "render", StatusCode: 400, Body: []byte(`Bad Request`)},
 			httpStatus: 400, message: "render rejected the request: HTTP 400 (request_id: rid)"},
 		{name: "a 5xx body stays in the logs",
-			err:        &upstream.StatusError{Leg: "prefill", StatusCode: 500, Body: []byte(`{"error":{"message":"CUDA out of memory"}}`)},
+			err:        &gateway.StatusError{Leg: "prefill", StatusCode: 500, Body: []byte(`{"error":{"message":"CUDA out of memory"}}`)},
 			httpStatus: 502, message: "prefill failed: HTTP 500 (request_id: rid)"},
 	}
 	for _, tt := range tests {

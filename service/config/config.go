@@ -19,7 +19,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // Config is the whole config file. Keys are the `param` tags; every scalar key
@@ -244,7 +244,7 @@ type Gateway struct {
 	// Retry is the policy of the legs that are safe to send again
 	// (encode, prefill): keys gateway.retry.{max_attempts,initial_backoff,
 	// max_backoff}, default 3 attempts, 50ms, 1s (coordinator extension).
-	Retry upstream.Retry `param:"retry"`
+	Retry gateway.Retry `param:"retry"`
 	// Transport is the client transport of a plain-http address: "h1"
 	// (the coordinator's own, each leg on its caller's goroutine) or
 	// "net/http" (Go's Transport, two goroutines a connection); "" means
@@ -333,9 +333,9 @@ func Default() Config {
 			Timeout:             60 * time.Second,
 			ConnectTimeout:      10 * time.Second,
 			StreamIdleTimeout:   120 * time.Second,
-			Retry:               upstream.DefaultRetry,
-			UserAgent:           upstream.DefaultUserAgent,
-			Transport:           upstream.TransportH1,
+			Retry:               gateway.DefaultRetry,
+			UserAgent:           gateway.DefaultUserAgent,
+			Transport:           gateway.TransportH1,
 			MaxAnswerSize:       defaultMaxAnswerSize,
 		},
 		Pipeline: Pipeline{UseOpenAIFormat: true},
@@ -475,8 +475,8 @@ func (g Gateway) validate() error {
 	if g.MaxIdleConnsPerHost < 0 {
 		return fmt.Errorf("gateway.max_idle_conns_per_host: must not be negative, got %d", g.MaxIdleConnsPerHost)
 	}
-	if g.Transport != "" && g.Transport != upstream.TransportH1 && g.Transport != upstream.TransportNetHTTP {
-		return fmt.Errorf("gateway.transport: must be %q or %q, got %q", upstream.TransportH1, upstream.TransportNetHTTP, g.Transport)
+	if g.Transport != "" && g.Transport != gateway.TransportH1 && g.Transport != gateway.TransportNetHTTP {
+		return fmt.Errorf("gateway.transport: must be %q or %q, got %q", gateway.TransportH1, gateway.TransportNetHTTP, g.Transport)
 	}
 	if g.TLS.Enabled() && u.Scheme != "https" {
 		return fmt.Errorf("gateway.tls: set but gateway.address %q is not https", g.Address)

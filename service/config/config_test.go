@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/service/config"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 const (
@@ -47,7 +47,7 @@ func withServerExtensions(s config.Server) config.Server {
 func withGatewayExtensions(g config.Gateway) config.Gateway {
 	g.ConnectTimeout = 10 * time.Second
 	g.StreamIdleTimeout = 120 * time.Second
-	g.Retry = upstream.Retry{MaxAttempts: 3, InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second}
+	g.Retry = gateway.Retry{MaxAttempts: 3, InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second}
 	g.UserAgent = "coordinator"
 	g.Transport = "h1"
 	g.MaxAnswerSize = 256

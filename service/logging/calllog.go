@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordinator-project/coordinator/internal/requestid"
-	"github.com/coordinator-project/coordinator/service/inproc"
+	"github.com/coordinator-project/coordinator/internal/inproc"
 )
 
 // CallLog writes one "finished call" line per call, at callLevel of its

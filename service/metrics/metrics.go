@@ -22,7 +22,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // APIs: how a request arrived.
@@ -219,7 +219,7 @@ func (m *Metrics) initialize() {
 	for _, r := range []string{"hit", "miss"} {
 		m.conditional.WithLabelValues(r)
 	}
-	for _, phase := range []string{upstream.ProfileEncode, upstream.ProfilePrefill, upstream.ProfileDecode, "render"} {
+	for _, phase := range []string{gateway.ProfileEncode, gateway.ProfilePrefill, gateway.ProfileDecode, "render"} {
 		m.retries.WithLabelValues(phase)
 	}
 	for _, r := range fallbackReasons {
@@ -374,8 +374,8 @@ func (m *Metrics) Bytes(api, direction string, n int) {
 	}
 }
 
-// LegDone implements upstream.Observer.
-func (m *Metrics) LegDone(r upstream.LegResult) {
+// LegDone implements gateway.Observer.
+func (m *Metrics) LegDone(r gateway.LegResult) {
 	m.legs.WithLabelValues(r.Phase, strconv.Itoa(r.StatusCode)).Observe(r.Duration.Seconds())
 	if r.Attempt > 1 {
 		m.retries.WithLabelValues(r.Phase).Inc()
@@ -388,6 +388,6 @@ func (m *Metrics) TLSReload(fileSet, result string) {
 }
 
 var (
-	_ upstream.Observer = (*Metrics)(nil)
+	_ gateway.Observer = (*Metrics)(nil)
 	_ tlsfiles.Observer = (*Metrics)(nil)
 )

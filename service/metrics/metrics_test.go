@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // The metrics pass the same lint as `promtool check metrics` (the
@@ -96,7 +96,7 @@ func TestLegRetries(t *testing.T) {
 	t.Parallel()
 	m := New()
 	assert.Contains(t, scrape(t, m), `coordinator_leg_retries_total{phase="prefill"} 0`)
-	m.LegDone(upstream.LegResult{Leg: "prefill", Phase: "prefill", StatusCode: 503, Attempt: 1})
-	m.LegDone(upstream.LegResult{Leg: "prefill", Phase: "prefill", StatusCode: 200, Attempt: 2})
+	m.LegDone(gateway.LegResult{Leg: "prefill", Phase: "prefill", StatusCode: 503, Attempt: 1})
+	m.LegDone(gateway.LegResult{Leg: "prefill", Phase: "prefill", StatusCode: 200, Attempt: 2})
 	assert.Contains(t, scrape(t, m), `coordinator_leg_retries_total{phase="prefill"} 1`)
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // Module serves the REST front on server.listen_addr.
@@ -28,7 +28,7 @@ var Module = fx.Module("rest",
 )
 
 func newHandler(in *service.InProcess, cfg config.Config, ready *admission.Readiness, m *metrics.Metrics, p *steps.Pipeline,
-	gateway *upstream.Client, adm *admission.Controller, log *slog.Logger, budget *membudget.Budget) (*Handler, error) {
+	gateway *gateway.Client, adm *admission.Controller, log *slog.Logger, budget *membudget.Budget) (*Handler, error) {
 	h, err := NewHandler(context.Background(), in.Client, cfg.Server.MaxRequestBodyBytes(), ready, m)
 	if err != nil {
 		return nil, err

@@ -22,7 +22,7 @@ import (
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // endpointPassthrough labels every relayed request in the metrics, whatever
@@ -32,7 +32,7 @@ const endpointPassthrough = "passthrough"
 // passthrough relays the requests of paths no route serves to the gateway
 // (compat §3.6).
 type passthrough struct {
-	gateway   *upstream.Client
+	gateway   *gateway.Client
 	admission *admission.Controller // nil admits every request
 	log       *slog.Logger
 }
@@ -58,7 +58,7 @@ type passthrough struct {
 // server.stream_write_timeout per write. No answer from the gateway is
 // 502, or 504 when it timed out. Without ServePassthrough those paths are
 // 404.
-func (h *Handler) ServePassthrough(gateway *upstream.Client, admission *admission.Controller, log *slog.Logger) {
+func (h *Handler) ServePassthrough(gateway *gateway.Client, admission *admission.Controller, log *slog.Logger) {
 	h.pass = &passthrough{gateway: gateway, admission: admission, log: log}
 }
 
@@ -115,7 +115,7 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 	defer done()
 	endInFlight := h.metrics.Begin(metrics.APIREST, false)
 	defer func() { endInFlight() }()
-	fr := upstream.ForwardRequest{Method: r.Method, Target: target(r), RequestID: id, ContentLength: r.ContentLength}
+	fr := gateway.ForwardRequest{Method: r.Method, Target: target(r), RequestID: id, ContentLength: r.ContentLength}
 	body, asSent, out, ok := h.passBody(w, r, id, &fr)
 	if !ok {
 		return out
@@ -123,7 +123,7 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 	fr.Header = h.passHeader(r, id, asSent)
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // the gateway may think long; writes get their own bound
-	resp, err := h.pass.gateway.Forward(upstream.WithObserver(ctx, h.metrics), fr)
+	resp, err := h.pass.gateway.Forward(gateway.WithObserver(ctx, h.metrics), fr)
 	if err != nil {
 		return outcome{in: body.count(), err: h.pass.failed(w, r, id, body.readErr(), err)}
 	}
@@ -156,7 +156,7 @@ func (h *Handler) servePassthrough(w http.ResponseWriter, r *http.Request, id st
 // route, otherwise read whole and checked (passJSON). It returns the
 // client's body as read, whether fr's is the client's as sent, and, when it
 // wrote an answer instead (400, 413, 408), false and how the request went.
-func (h *Handler) passBody(w http.ResponseWriter, r *http.Request, id string, fr *upstream.ForwardRequest) (*countedBody, bool, outcome, bool) {
+func (h *Handler) passBody(w http.ResponseWriter, r *http.Request, id string, fr *gateway.ForwardRequest) (*countedBody, bool, outcome, bool) {
 	if r.ContentLength == 0 {
 		return nil, true, outcome{}, true
 	}

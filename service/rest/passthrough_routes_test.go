@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // Which paths the passthrough takes, and which it leaves to the routes.
@@ -88,7 +88,7 @@ func TestQueuedRequestPathsWithABroker(t *testing.T) {
 	t.Parallel()
 	h := openAPIHandler(t) // ServeQueued on
 	gw, hits := startGateway(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	c, err := upstream.New(upstream.Options{Address: gw})
+	c, err := gateway.New(gateway.Options{Address: gw})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	h.ServePassthrough(c, nil, slog.New(slog.DiscardHandler))

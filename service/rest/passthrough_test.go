@@ -24,7 +24,7 @@ import (
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // passFront is the REST front with a passthrough to a test gateway, served
@@ -68,7 +68,7 @@ func newPassHandler(t testing.TB, gatewayURL string, o passOptions) *Handler {
 	}
 	h, err := NewHandler(context.Background(), o.service, o.maxBody, admission.NewReadiness(health.NewServer()), metrics.New())
 	require.NoError(t, err)
-	gw, err := upstream.New(upstream.Options{Address: gatewayURL, ResponseHeaderTimeout: o.headerTimeout})
+	gw, err := gateway.New(gateway.Options{Address: gatewayURL, ResponseHeaderTimeout: o.headerTimeout})
 	require.NoError(t, err)
 	t.Cleanup(gw.Close)
 	h.streamWriteTimeout = o.writeTimeout

@@ -12,7 +12,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/apierror"
-	"github.com/coordinator-project/coordinator/service/inproc"
+	"github.com/coordinator-project/coordinator/internal/inproc"
 	"github.com/coordinator-project/coordinator/steps"
 )
 

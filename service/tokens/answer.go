@@ -11,7 +11,7 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // This file reads the decode worker's answers to a tokens request, vLLM's
@@ -36,7 +36,7 @@ import (
 //
 // Errors are plain (the client gets Internal with the request id; the log
 // has the detail), except a worker's error object, which is an
-// *upstream.StatusError of the decode leg.
+// *gateway.StatusError of the decode leg.
 
 // generateAnswer is what the conversion reads of a GenerateResponse or a
 // GenerateStreamResponse event, and of an error object in their place.
@@ -125,7 +125,7 @@ func (e *errorKind) UnmarshalJSON(raw []byte) error {
 
 // readAnswer decodes one answer or event into sc's answer, overwriting
 // what the previous read returned; a worker's error object becomes the
-// decode leg's *upstream.StatusError.
+// decode leg's *gateway.StatusError.
 // The usual shapes are read by fastAnswer (fastanswer.go), any other by
 // encoding/json.
 func readAnswer(data []byte, what string, sc *scratch) (*generateAnswer, error) {
@@ -362,7 +362,7 @@ func workerError(a *generateAnswer, data []byte) error {
 	if v, err := strconv.Atoi(string(raw)); err == nil && v >= 400 && v <= 599 {
 		code = v
 	}
-	return &upstream.StatusError{
+	return &gateway.StatusError{
 		Leg:         steps.DecodeType,
 		StatusCode:  code,
 		ContentType: "application/json",

@@ -15,7 +15,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // assertProto compares messages through their JSON form, which diffs well.
@@ -150,7 +150,7 @@ func TestParseTokensResponseRejects(t *testing.T) {
 			_, err := parseTokensResponse([]byte(tt.body), []uint32{1, 2, 3})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.err)
-			_, isUpstream := errors.AsType[*upstream.StatusError](err)
+			_, isUpstream := errors.AsType[*gateway.StatusError](err)
 			assert.False(t, isUpstream, "a malformed answer is the coordinator's problem (Internal)")
 		})
 	}
@@ -176,7 +176,7 @@ func TestWorkerErrorObjects(t *testing.T) {
 					return mergeStreamEvent(&coordinatorv1.TokensChunk{}, b, newTestChoice, &scratch{})
 				},
 			} {
-				se, ok := errors.AsType[*upstream.StatusError](parse([]byte(tt.body)))
+				se, ok := errors.AsType[*gateway.StatusError](parse([]byte(tt.body)))
 				require.True(t, ok)
 				assert.Equal(t, "decode", se.Leg)
 				assert.Equal(t, tt.status, se.StatusCode)

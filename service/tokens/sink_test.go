@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/steps/upstream"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // fakeStream records a copy of each message sent: the sink reuses its own.
@@ -106,14 +106,14 @@ func TestTokensStreamSinkFailures(t *testing.T) {
 		err := NewStreamSink(f).Events(events(`{"choices":[{"token_ids":["x"]}]}`), nil)
 		require.Error(t, err)
 		assert.Empty(t, f.sent, "nothing of a bad batch goes out")
-		_, isUpstream := errors.AsType[*upstream.StatusError](err)
+		_, isUpstream := errors.AsType[*gateway.StatusError](err)
 		assert.False(t, isUpstream)
 	})
 	t.Run("worker error event", func(t *testing.T) {
 		t.Parallel()
 		f := &fakeStream{}
 		err := NewStreamSink(f).Events(events(`{"error":{"message":"engine dead","code":500}}`), nil)
-		se, ok := errors.AsType[*upstream.StatusError](err)
+		se, ok := errors.AsType[*gateway.StatusError](err)
 		require.True(t, ok)
 		assert.Equal(t, 500, se.StatusCode)
 	})

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/coordinator-project/coordinator/internal/spans"
-	"github.com/coordinator-project/coordinator/service/inproc"
+	"github.com/coordinator-project/coordinator/internal/inproc"
 	"github.com/coordinator-project/coordinator/steps"
 )
 

@@ -14,7 +14,7 @@ import (
 	"fmt"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
-	"github.com/coordinator-project/coordinator/steps/legs"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
 
 // MaxItems bounds the input items of a Responses body and the messages of

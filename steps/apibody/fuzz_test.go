@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
-	"github.com/coordinator-project/coordinator/steps/legs"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
 
 // fuzzCheck checks an arbitrary body as format f: no panic, and every

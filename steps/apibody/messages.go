@@ -2,7 +2,7 @@ package apibody
 
 import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
-	"github.com/coordinator-project/coordinator/steps/legs"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
 
 // checkMessages checks a Messages body as vLLM's AnthropicMessagesRequest
