@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/gateway"
+	"github.com/coordinator-project/coordinator/internal/headers"
 )
 
 // setAnswerHeader gives the client the headers of a worker's answer that

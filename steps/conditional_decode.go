@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/internal/wire/relay"
-	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // ConditionalDecodeType is the conditional-decode step's config name.

@@ -6,12 +6,12 @@ import (
 	"fmt"
 
 	"github.com/coordinator-project/coordinator/connectors/kv"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/internal/wire/pd"
 	"github.com/coordinator-project/coordinator/internal/wire/relay"
-	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // DecodeType is the decode step's config name.

@@ -2,10 +2,10 @@ package steps
 
 import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
-	"github.com/coordinator-project/coordinator/steps/apibody"
 	"github.com/coordinator-project/coordinator/internal/wire/features"
 	"github.com/coordinator-project/coordinator/internal/wire/imageparts"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
+	"github.com/coordinator-project/coordinator/steps/apibody"
 )
 
 // Document is the client's JSON body validated and indexed once, with the

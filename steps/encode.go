@@ -8,12 +8,12 @@ import (
 
 	"github.com/coordinator-project/coordinator/connectors/ec"
 
+	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/internal/wire/features"
 	"github.com/coordinator-project/coordinator/internal/wire/imageparts"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
-	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // EncodeType is the encode step's config name.

@@ -19,10 +19,10 @@ import (
 
 	"github.com/coordinator-project/coordinator/connectors/ec"
 	"github.com/coordinator-project/coordinator/connectors/kv"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
-	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // Helpers of the encode and prefill tests.

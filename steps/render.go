@@ -10,12 +10,12 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
 	"github.com/coordinator-project/coordinator/internal/wire/features"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
-	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // RenderType is the render step's config name.

@@ -10,10 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/media"
 	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/internal/wire/imageparts"
-	"github.com/coordinator-project/coordinator/internal/media"
 )
 
 // ReplaceMediaURLsType is the replace-media-urls step's config name.

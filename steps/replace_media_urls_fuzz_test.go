@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/internal/media"
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 // fuzzImageHost stands for the fuzz origin in seeds; the target swaps in

@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/internal/media"
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 var (

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/internal/media"
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 // nxdomain answers every lookup as DNS does for a name that does not exist.

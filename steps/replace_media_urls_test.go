@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/internal/media"
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 func TestReplaceMediaURLsDownloadsAndInlines(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/internal/gateway"
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 // Golden files of legs written from client bodies spaced and escaped as

@@ -22,9 +22,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/media"
 	"github.com/coordinator-project/coordinator/sim"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/internal/media"
 )
 
 // loopbackMedia swaps the production replace-media-urls plugin for one whose

@@ -7,8 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/gateway"
+	"github.com/coordinator-project/coordinator/internal/headers"
 )
 
 // BenchmarkPost is a decode and a prefill leg and their answers read to the

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/gateway"
+	"github.com/coordinator-project/coordinator/internal/headers"
 )
 
 // legLog is an Observer that keeps the legs it is told about.

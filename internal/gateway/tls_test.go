@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles/tlsfilestest"
-	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // tlsServer is an https test server with a certificate of ca that records

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles/tlsfilestest"
-	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // TestLegsCarryTheClientsUserAgent: every leg (Post and Forward, over h1

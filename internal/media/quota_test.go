@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/internal/media"
+	"github.com/coordinator-project/coordinator/internal/membudget"
 )
 
 // pngOf is a PNG-signed body of size bytes (at least 16), its bytes

@@ -15,9 +15,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // FromError is the one place a pipeline error becomes what the client

@@ -18,12 +18,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/coordinator-project/coordinator/internal/gateway"
+	"github.com/coordinator-project/coordinator/internal/media"
 	"github.com/coordinator-project/coordinator/internal/membudget"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
-	"github.com/coordinator-project/coordinator/internal/media"
-	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 type timeoutErr struct{}

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/internal/inproc"
+	"github.com/coordinator-project/coordinator/internal/requestid"
 )
 
 // CallLog writes one "finished call" line per call, at callLevel of its

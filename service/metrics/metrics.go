@@ -20,9 +20,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // APIs: how a request arrived.
@@ -388,6 +388,6 @@ func (m *Metrics) TLSReload(fileSet, result string) {
 }
 
 var (
-	_ gateway.Observer = (*Metrics)(nil)
+	_ gateway.Observer  = (*Metrics)(nil)
 	_ tlsfiles.Observer = (*Metrics)(nil)
 )

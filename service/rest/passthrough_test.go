@@ -19,12 +19,12 @@ import (
 	"google.golang.org/grpc/health"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
-	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // passFront is the REST front with a passthrough to a test gateway, served

@@ -9,9 +9,9 @@ import (
 	"strconv"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/steps"
-	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // This file reads the decode worker's answers to a tokens request, vLLM's

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/coordinator-project/coordinator/internal/spans"
 	"github.com/coordinator-project/coordinator/internal/inproc"
+	"github.com/coordinator-project/coordinator/internal/spans"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
