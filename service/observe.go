@@ -124,11 +124,11 @@ func (t timingsValue) LogValue() slog.Value {
 }
 
 // reportAnswer counts the tokens of an answered request as its answer's
-// usage reported them (rc.Usage, recorded by the decode-profile steps).
+// usage reported them (rc.PD.Usage, recorded by the decode-profile steps).
 func (c *Coordinator) reportAnswer(api string, rc *steps.RequestContext, err error) {
-	if err != nil || !rc.Usage.Reported {
+	if err != nil || !rc.PD.Usage.Reported {
 		return
 	}
-	c.metrics.Tokens(api, rc.Model, rc.Usage.PromptTokens, rc.Usage.CompletionTokens)
-	c.metrics.PromptTokensBilled(rc.Usage)
+	c.metrics.Tokens(api, rc.Model, rc.PD.Usage.PromptTokens, rc.PD.Usage.CompletionTokens)
+	c.metrics.PromptTokensBilled(rc.PD.Usage)
 }

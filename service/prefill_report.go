@@ -18,12 +18,12 @@ import (
 //     them (VLLM_NIXL_ABORT_REQUEST_TIMEOUT; docs/robustness.md), so an info
 //     line names the request for correlation with the worker's log.
 func (c *Coordinator) reportPrefill(ctx context.Context, rc *steps.RequestContext, err error) {
-	if f := rc.PrefillFallback; f != nil {
+	if f := rc.PD.Fallback; f != nil {
 		c.metrics.PrefillFallback(f.Reason)
 		c.log.LogAttrs(ctx, slog.LevelWarn, "prefill failed, decode serves the request alone",
 			slog.String("request_id", rc.RequestID), slog.String("reason", f.Reason), slog.String("error", f.Err.Error()))
 	}
-	if err != nil && rc.PrefillDone && stepSkipped(rc.Timings, steps.DecodeType) {
+	if err != nil && rc.PD.Done && stepSkipped(rc.Timings, steps.DecodeType) {
 		c.log.LogAttrs(ctx, slog.LevelInfo, "request ended between prefill and decode; the prefill worker's timeout frees its KV blocks",
 			slog.String("request_id", rc.RequestID))
 	}

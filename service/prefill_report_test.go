@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/wire/pd"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
@@ -27,19 +28,17 @@ func TestReportPrefill(t *testing.T) {
 		fallbacks float64
 		log       string // a line the log must hold; "" for no log at all
 	}{
-		{name: "fallback", rc: steps.RequestContext{RequestID: "r1", Timings: ran,
-			PrefillFallback: &steps.PrefillFallback{Reason: steps.FallbackStatus5xx, Err: errors.New("prefill: upstream answered HTTP 500")}},
+		{name: "fallback", rc: steps.RequestContext{RequestID: "r1", Timings: ran, PD: pd.State{Fallback: &pd.Fallback{Reason: pd.FallbackStatus5xx, Err: errors.New("prefill: upstream answered HTTP 500")}}},
 			fallbacks: 1, log: `level=WARN msg="prefill failed, decode serves the request alone" request_id=r1 reason=status_5xx error="prefill: upstream answered HTTP 500"`},
-		{name: "fallback after an answer without the KV params (D26)", rc: steps.RequestContext{RequestID: "r6", Timings: ran,
-			PrefillFallback: &steps.PrefillFallback{Reason: steps.FallbackMissingKVParams,
-				Err: &steps.IncompleteKVError{Leg: "prefill", StatusCode: 200, Connector: "kv-nixl", Missing: []string{"remote_host"}}}},
+		{name: "fallback after an answer without the KV params (D26)", rc: steps.RequestContext{RequestID: "r6", Timings: ran, PD: pd.State{Fallback: &pd.Fallback{Reason: pd.FallbackMissingKVParams,
+			Err: &pd.IncompleteKVError{Leg: "prefill", StatusCode: 200, Connector: "kv-nixl", Missing: []string{"remote_host"}}}}},
 			fallbacks: 1, log: `level=WARN msg="prefill failed, decode serves the request alone" request_id=r6 reason=missing_kv_params ` +
 				`error="prefill: answer lacks kv_transfer_params remote_host (kv-nixl)"`},
-		{name: "client left between prefill and decode", rc: steps.RequestContext{RequestID: "r2", PrefillDone: true, Timings: notReached},
+		{name: "client left between prefill and decode", rc: steps.RequestContext{RequestID: "r2", Timings: notReached, PD: pd.State{Done: true}},
 			err: cancelled, log: `level=INFO msg="request ended between prefill and decode; the prefill worker's timeout frees its KV blocks" request_id=r2`},
-		{name: "served", rc: steps.RequestContext{RequestID: "r3", PrefillDone: true, Timings: ran}},
-		{name: "failed in decode", rc: steps.RequestContext{RequestID: "r4", PrefillDone: true,
-			Timings: []steps.Timing{{Step: steps.PrefillType}, {Step: steps.DecodeType, Outcome: steps.OutcomeError}}}, err: cancelled},
+		{name: "served", rc: steps.RequestContext{RequestID: "r3", Timings: ran, PD: pd.State{Done: true}}},
+		{name: "failed in decode", rc: steps.RequestContext{RequestID: "r4",
+			Timings: []steps.Timing{{Step: steps.PrefillType}, {Step: steps.DecodeType, Outcome: steps.OutcomeError}}, PD: pd.State{Done: true}}, err: cancelled},
 		{name: "failed before prefill", rc: steps.RequestContext{RequestID: "r5", Timings: notReached}, err: cancelled},
 	}
 	for _, tt := range tests {

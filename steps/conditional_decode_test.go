@@ -12,6 +12,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/internal/wire/pd"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
@@ -216,7 +217,7 @@ func TestConditionalDecodeBodies(t *testing.T) {
 		{name: "chat_no_tokens", format: steps.FormatChat, body: chatWithImages,
 			rc: steps.RequestContext{Multimodal: images}, unchanged: true},
 		{name: "completions_tokens", format: steps.FormatCompletions, body: `{"model":"m","prompt":"Hello","max_tokens":7,"min_tokens":3}`,
-			rc: steps.RequestContext{Tokens: steps.NewTokens([]uint32{9, 8, 7}), PrefillDone: true, KVParams: prefilled}},
+			rc: steps.RequestContext{Tokens: steps.NewTokens([]uint32{9, 8, 7}), PD: pd.State{Done: true, KVParams: prefilled}}},
 		{name: "completions_no_tokens", format: steps.FormatCompletions, body: `{"model":"m","prompt":"Hello"}`, unchanged: true},
 		{name: "generate_tokens", format: steps.FormatGenerate, body: `{"model":"m","token_ids":[1,2,3],"sampling_params":{"max_tokens":50}}`,
 			rc: steps.RequestContext{Tokens: steps.NewTokens([]uint32{1, 2, 3}), Multimodal: images}, unchanged: true},

@@ -69,21 +69,10 @@ type RequestContext struct {
 	// answered with, in multimodal entry order (nil: that encoder sent
 	// none). The prefill step's EC connector merges them.
 	ECDescriptors []json.RawMessage
-	// KVParams is the kv_transfer_params object the prefill worker answered
-	// with; nil when it sent none. PrefillDone says whether a prefill ran.
-	KVParams    json.RawMessage
-	PrefillDone bool
-	// PrefillFallback is set when the prefill leg failed and the prefill
-	// step let decode serve the request alone (its fallback_to_decode);
-	// nil otherwise. The service logs and counts it.
-	PrefillFallback *PrefillFallback
-	// PrefillAnswer is what the prefill worker's answer leaves for the
-	// client's (compat decisions D21 and D22: its prefix-cache hits and
-	// the prompt's logprobs); zero unless PrefillDone.
-	PrefillAnswer PrefillAnswer
-	// Usage is the token usage of the answer the client got, as it is
-	// billed (after D21); the decode and conditional-decode steps set it.
-	Usage Usage
+	// PD is the request's prefill/decode state: the prefill answer's
+	// kv_transfer_params, whether prefill ran or fell back, what its answer
+	// leaves for the client's, and the billed usage.
+	PD pd.State
 
 	// Sink receives the client's answer.
 	Sink Sink
@@ -109,13 +98,6 @@ func AppendFeatures(dst []byte, images []MultimodalEntry, withKwargs bool) []byt
 // AnswerTooLargeError is a worker's buffered answer past its cap
 // (gateway.max_answer_size for decode): the service maps it to 502.
 type AnswerTooLargeError = legs.TooLargeError
-
-// PrefillAnswer is what the prefill worker's answer leaves for the
-// client's answer (pd.PrefillAnswer).
-type PrefillAnswer = pd.PrefillAnswer
-
-// Usage is the token usage of an answer (pd.Usage).
-type Usage = pd.Usage
 
 // Sink receives the answer of one request. A step calls either Response
 // once, or Events for each batch of server-sent events; the first call

@@ -74,7 +74,7 @@ func (d *Decode) Execute(ctx context.Context, rc *RequestContext) error {
 		}
 		return err
 	}
-	if err := relay.Answer(ctx, resp, answerSink(rc, rc.PrefillDone), d.answerCap()); err != nil {
+	if err := relay.Answer(ctx, resp, answerSink(rc, rc.PD.Done), d.answerCap()); err != nil {
 		return fmt.Errorf("decode: %w", err)
 	}
 	return ErrDone
@@ -94,8 +94,8 @@ func (d *Decode) answerCap() legs.Cap { return answerCap(d.gateway, DecodeType) 
 // prefill ran (decision D2), never the coordinator's ec_transfer_params.
 func (d *Decode) body(rc *RequestContext) ([][]byte, error) {
 	var kvParams []byte
-	if rc.PrefillDone {
-		p, err := d.kv.DecodeParams(rc.KVParams)
+	if rc.PD.Done {
+		p, err := d.kv.DecodeParams(rc.PD.KVParams)
 		if err != nil {
 			return nil, fmt.Errorf("decode: %w", err)
 		}
@@ -133,7 +133,7 @@ func decodeBody(rc *RequestContext, kvParams []byte, imageUUIDs bool) ([][]byte,
 			leg.Set(keyKVTransferParams, kvParams)
 		}
 		if hasTokens {
-			leg.Set(keyTokens, rc.tokensExtension())
+			leg.Set(keyTokens, rc.TokensExtension())
 		}
 		if hasHashes {
 			setImageUUIDs(doc, leg, rc.Multimodal)
@@ -162,11 +162,11 @@ func decodeBody(rc *RequestContext, kvParams []byte, imageUUIDs bool) ([][]byte,
 // answerSink is the sink a decode-profile answer goes through to rc.Sink
 // (pd.AnswerSink): when prefillRan (its leg took the KV of the prefill that
 // ran) it applies D21 to the usage and merges the prefill's prompt
-// logprobs (D22); for every answer it records the usage in rc.Usage.
+// logprobs (D22); for every answer it records the usage in rc.PD.Usage.
 func answerSink(rc *RequestContext, prefillRan bool) relay.Sink {
-	r := pd.Request{Format: rc.Format, Stream: rc.Stream, Usage: &rc.Usage}
+	r := pd.Request{Format: rc.Format, Stream: rc.Stream, Usage: &rc.PD.Usage}
 	if prefillRan {
-		r.Prefill = &rc.PrefillAnswer
+		r.Prefill = &rc.PD.Answer
 	}
 	return pd.AnswerSink(rc.Sink, r)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/internal/wire/pd"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
@@ -136,7 +137,7 @@ func TestDecodeBodyShapes(t *testing.T) {
 			name: "chat after prefill with tokens and images", format: steps.FormatChat,
 			body: `{"model":"m","max_tokens":5,"min_tokens":3,"messages":[{"role":"user","content":[{"type":"text","text":"d"},` +
 				`{"type":"image_url","image_url":{"url":"data:image/png;base64,AA"}},{"type":"image_url","image_url":{"url":"data:image/png;base64,BB"},"uuid":"client"}]}]}`,
-			rc:     steps.RequestContext{PrefillDone: true, KVParams: prefillKV, Tokens: steps.NewTokens([]uint32{1, 7, 7, 9}), Multimodal: images},
+			rc:     steps.RequestContext{Tokens: steps.NewTokens([]uint32{1, 7, 7, 9}), Multimodal: images, PD: pd.State{Done: true, KVParams: prefillKV}},
 			params: map[string]any{"kv_connector": "kv-nixl"},
 			want: `{"model":"m","max_tokens":5,"min_tokens":3,"messages":[{"role":"user","content":[{"type":"text","text":"d"},` +
 				`{"type":"image_url","image_url":{"url":"data:image/png;base64,AA"},"uuid":"h0"},{"type":"image_url","image_url":{"url":"data:image/png;base64,BB"},"uuid":"client"}]}],` +
@@ -145,28 +146,28 @@ func TestDecodeBodyShapes(t *testing.T) {
 		{
 			name: "completions after prefill replaces the prompt", format: steps.FormatCompletions,
 			body:   `{"model":"m","prompt":"Hello","stream":false}`,
-			rc:     steps.RequestContext{PrefillDone: true, Tokens: steps.NewTokens([]uint32{9, 4294967295})},
+			rc:     steps.RequestContext{Tokens: steps.NewTokens([]uint32{9, 4294967295}), PD: pd.State{Done: true}},
 			params: map[string]any{"kv_connector": "kv-shared-storage"},
 			want:   `{"model":"m","prompt":[9,4294967295],"stream":false,"kv_transfer_params":{"do_remote_decode":false,"do_remote_prefill":true}}`,
 		},
 		{
 			name: "completions without token ids keeps the prompt", format: steps.FormatCompletions,
 			body:   `{"model":"m","prompt":"Hello"}`,
-			rc:     steps.RequestContext{PrefillDone: true},
+			rc:     steps.RequestContext{PD: pd.State{Done: true}},
 			params: map[string]any{"kv_connector": "kv-shared-storage"},
 			want:   `{"model":"m","prompt":"Hello","kv_transfer_params":{"do_remote_decode":false,"do_remote_prefill":true}}`,
 		},
 		{
 			name: "generate nests kv params and keeps sampling params", format: steps.FormatGenerate,
 			body:   `{"model":"m","token_ids":[1,2],"sampling_params":{"max_tokens":50,"extra_args":{"keep":1}}}`,
-			rc:     steps.RequestContext{PrefillDone: true, KVParams: prefillKV, Tokens: steps.NewTokens([]uint32{1, 2})},
+			rc:     steps.RequestContext{Tokens: steps.NewTokens([]uint32{1, 2}), PD: pd.State{Done: true, KVParams: prefillKV}},
 			params: map[string]any{"kv_connector": "kv-nixl"},
 			want:   `{"model":"m","token_ids":[1,2],"sampling_params":{"max_tokens":50,"extra_args":{"keep":1,"kv_transfer_params":` + wantNIXL + `}}}`,
 		},
 		{
 			name: "generate creates sampling params when missing", format: steps.FormatGenerate,
 			body:   `{"model":"m","token_ids":[1]}`,
-			rc:     steps.RequestContext{PrefillDone: true},
+			rc:     steps.RequestContext{PD: pd.State{Done: true}},
 			params: map[string]any{"kv_connector": "kv-shared-storage"},
 			want:   `{"model":"m","token_ids":[1],"sampling_params":{"extra_args":{"kv_transfer_params":{"do_remote_decode":false,"do_remote_prefill":true}}}}`,
 		},
@@ -198,8 +199,8 @@ func TestDecodeBodyShapes(t *testing.T) {
 func TestDecodeGenerateRejectsNonObjectSamplingParams(t *testing.T) {
 	t.Parallel()
 	gw := steptest.NewGateway(t, func(http.ResponseWriter, *http.Request) {})
-	rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatGenerate, PrefillDone: true,
-		Body: []byte(`{"token_ids":[1],"sampling_params":[1]}`), Sink: &steptest.Sink{}}
+	rc := &steps.RequestContext{RequestID: "r", Format: steps.FormatGenerate,
+		Body: []byte(`{"token_ids":[1],"sampling_params":[1]}`), Sink: &steptest.Sink{}, PD: pd.State{Done: true}}
 	err := newDecode(t, gw.URL, nil).Execute(context.Background(), rc)
 	assert.ErrorIs(t, err, steps.ErrInvalidRequest)
 	assert.Empty(t, gw.Legs(), "nothing is sent for a bad body")

@@ -48,7 +48,7 @@ func FuzzDocument(f *testing.F) {
 		}
 		tokens := map[string]any{"token_ids": []any{json.Number("1"), json.Number("2"), json.Number("3")}}
 		if len(parts) > 0 {
-			tokens = decodeNumbers(t, rc.tokensExtension())
+			tokens = decodeNumbers(t, rc.TokensExtension())
 		}
 
 		leg, err := decodeBody(rc, []byte(`{"x":1}`), true)

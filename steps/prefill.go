@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/coordinator-project/coordinator/connectors/ec"
 	"github.com/coordinator-project/coordinator/connectors/kv"
@@ -29,12 +28,12 @@ const PrefillType = "prefill"
 //
 // An answer whose kv_transfer_params lack what the KV connector's decode
 // worker needs (kv.Connector.MissingParams) has lost the KV: the step
-// fails with an *IncompleteKVError (decision D26) rather than let decode
+// fails with an *pd.IncompleteKVError (decision D26) rather than let decode
 // run with the connector's bare flags.
 //
 // With fallback_to_decode, a prefill leg that fails upstream (a 5xx
 // answer, no answer, a timeout, an answer without the KV params) is
-// recorded in RequestContext.PrefillFallback and the step returns nil
+// recorded in RequestContext.PD.Fallback and the step returns nil
 // without KV params, so decode serves the request alone (aggregated).
 type Prefill struct {
 	gateway          *gateway.Client
@@ -84,9 +83,9 @@ func NewPrefillPlugin(gateway *gateway.Client, kvs *kv.Set, ecs *ec.Set) Plugin 
 	}}
 }
 
-// Execute implements Step. It sets rc.KVParams (nil when the worker sent no
-// kv_transfer_params object), rc.PrefillAnswer and rc.PrefillDone, or, when
-// it falls back to decode alone, rc.PrefillFallback.
+// Execute implements Step. It sets rc.PD.KVParams (nil when the worker sent no
+// kv_transfer_params object), rc.PD.Answer and rc.PD.Done, or, when
+// it falls back to decode alone, rc.PD.Fallback.
 func (p *Prefill) Execute(ctx context.Context, rc *RequestContext) error {
 	err := p.execute(ctx, rc)
 	if err == nil || !p.fallbackToDecode {
@@ -96,8 +95,8 @@ func (p *Prefill) Execute(ctx context.Context, rc *RequestContext) error {
 	if reason == "" {
 		return err
 	}
-	rc.KVParams, rc.PrefillDone, rc.PrefillAnswer = nil, false, PrefillAnswer{}
-	rc.PrefillFallback = &PrefillFallback{Reason: reason, Err: err}
+	rc.PD.KVParams, rc.PD.Done, rc.PD.Answer = nil, false, pd.PrefillAnswer{}
+	rc.PD.Fallback = &pd.Fallback{Reason: reason, Err: err}
 	return nil
 }
 
@@ -139,48 +138,11 @@ func (p *Prefill) execute(ctx context.Context, rc *RequestContext) error {
 		return err
 	}
 	if missing := p.kv.MissingParams(kvAnswer); len(missing) > 0 {
-		return &IncompleteKVError{Leg: PrefillType, StatusCode: status, Connector: p.kv.Name(), Missing: missing}
+		return &pd.IncompleteKVError{Leg: PrefillType, StatusCode: status, Connector: p.kv.Name(), Missing: missing}
 	}
-	rc.KVParams, rc.PrefillAnswer = kvAnswer, answer
-	rc.PrefillDone = true
+	rc.PD.KVParams, rc.PD.Answer = kvAnswer, answer
+	rc.PD.Done = true
 	return nil
-}
-
-// Reasons of a prefill fallback, as metrics label them.
-const (
-	FallbackStatus5xx = "status_5xx" // the leg was answered 5xx
-	FallbackTransport = "transport"  // no answer: refused, reset, cut short
-	FallbackTimeout   = "timeout"    // no answer in time (connect, headers, idle body)
-	// FallbackMissingKVParams: an answer without the kv_transfer_params
-	// fields the KV connector needs (D26).
-	FallbackMissingKVParams = "missing_kv_params"
-)
-
-// IncompleteKVError is a prefill answer whose kv_transfer_params lack the
-// fields the KV connector needs for the decode worker to take the KV
-// (decision D26): the leg succeeded, its KV is out of reach.
-type IncompleteKVError struct {
-	// Leg is the leg's name (prefill); StatusCode its answer's 2xx status.
-	Leg        string
-	StatusCode int
-	// Connector is the KV connector's name; Missing the fields it needs
-	// that the answer lacks (kv.Connector.MissingParams).
-	Connector string
-	Missing   []string
-}
-
-func (e *IncompleteKVError) Error() string {
-	return fmt.Sprintf("%s: answer lacks kv_transfer_params %s (%s)", e.Leg, strings.Join(e.Missing, ", "), e.Connector)
-}
-
-// PrefillFallback is a failed prefill leg that the prefill step left to
-// decode alone (fallback_to_decode).
-type PrefillFallback struct {
-	// Reason is FallbackStatus5xx, FallbackTransport, FallbackTimeout or
-	// FallbackMissingKVParams.
-	Reason string
-	// Err is the leg's error, for the log.
-	Err error
 }
 
 // fallbackReason classifies a prefill failure that decode may absorb, or
@@ -194,19 +156,19 @@ func fallbackReason(ctx context.Context, err error) string {
 	}
 	var se *gateway.StatusError
 	var te *gateway.TransportError
-	var ie *IncompleteKVError
+	var ie *pd.IncompleteKVError
 	switch {
 	case errors.As(err, &ie):
-		return FallbackMissingKVParams
+		return pd.FallbackMissingKVParams
 	case errors.As(err, &se):
 		if se.StatusCode >= 500 {
-			return FallbackStatus5xx
+			return pd.FallbackStatus5xx
 		}
 	case errors.As(err, &te):
 		if te.Timeout() {
-			return FallbackTimeout
+			return pd.FallbackTimeout
 		}
-		return FallbackTransport
+		return pd.FallbackTransport
 	}
 	return ""
 }
@@ -244,7 +206,7 @@ func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessag
 			return nil, err
 		}
 		if rc.Tokens.Len() > 0 {
-			leg.Set(keyTokens, rc.tokensExtension())
+			leg.Set(keyTokens, rc.TokensExtension())
 		}
 		leg.Set(keyKVTransferParams, kvParams)
 		if ecParams != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/wire/pd"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
@@ -41,57 +42,57 @@ func TestPDWholeAnswer(t *testing.T) {
 		prefill   string
 		decode    string
 		want      string
-		usage     steps.Usage
+		usage     pd.Usage
 	}{
 		{name: "chat: the prefill's cached tokens and prompt logprobs", format: steps.FormatChat, useOpenAI: true,
 			body:    `{"model":"m","messages":[],"prompt_logprobs":1}`,
 			prefill: prefillWith(`"usage":{"prompt_tokens":5,"total_tokens":6,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":16}},"prompt_logprobs":` + promptLP),
 			decode:  `{"id":"d","choices":[{"index":0}],"usage":{"prompt_tokens":40,"total_tokens":44,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":40}},"prompt_logprobs":null}`,
 			want:    `{"id":"d","choices":[{"index":0}],"usage":{"prompt_tokens":40,"total_tokens":44,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":16}},"prompt_logprobs":` + promptLP + `}`,
-			usage:   steps.Usage{Reported: true, PromptTokens: 40, CachedTokens: 16, CompletionTokens: 4}},
+			usage:   pd.Usage{Reported: true, PromptTokens: 40, CachedTokens: 16, CompletionTokens: 4}},
 		{name: "chat: a prefill answer without the count drops the decode's", format: steps.FormatChat, useOpenAI: true,
 			body:    `{"model":"m","messages":[]}`,
 			prefill: pdPrefillAnswer,
 			decode:  `{"choices":[],"usage":{"prompt_tokens":40,"prompt_tokens_details":{"cached_tokens":40}}}`,
 			want:    `{"choices":[],"usage":{"prompt_tokens":40}}`,
-			usage:   steps.Usage{Reported: true, PromptTokens: 40}},
+			usage:   pd.Usage{Reported: true, PromptTokens: 40}},
 		{name: "chat: other details stay", format: steps.FormatChat, useOpenAI: true,
 			body:    `{"model":"m","messages":[]}`,
 			prefill: pdPrefillAnswer,
 			decode:  `{"usage":{"prompt_tokens":40,"prompt_tokens_details":{"cached_tokens":40,"audio_tokens":2}}}`,
 			want:    `{"usage":{"prompt_tokens":40,"prompt_tokens_details":{"audio_tokens":2}}}`,
-			usage:   steps.Usage{Reported: true, PromptTokens: 40}},
+			usage:   pd.Usage{Reported: true, PromptTokens: 40}},
 		{name: "chat: a decode without details is untouched", format: steps.FormatChat, useOpenAI: true,
 			body:    `{"model":"m","messages":[]}`,
 			prefill: prefillWith(`"usage":{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":16}}`),
 			decode:  `{"usage":{"prompt_tokens":40,"completion_tokens":4}}`,
 			want:    `{"usage":{"prompt_tokens":40,"completion_tokens":4}}`,
-			usage:   steps.Usage{Reported: true, PromptTokens: 40, CompletionTokens: 4}},
+			usage:   pd.Usage{Reported: true, PromptTokens: 40, CompletionTokens: 4}},
 		{name: "chat with a tokens-in prefill: no details there means none cached", format: steps.FormatChat, useOpenAI: false,
 			body:    `{"model":"m","messages":[]}`,
 			prefill: prefillWith(`"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}`),
 			decode:  `{"usage":{"prompt_tokens":40,"prompt_tokens_details":{"cached_tokens":40}}}`,
 			want:    `{"usage":{"prompt_tokens":40,"prompt_tokens_details":{"cached_tokens":0}}}`,
-			usage:   steps.Usage{Reported: true, PromptTokens: 40}},
+			usage:   pd.Usage{Reported: true, PromptTokens: 40}},
 		{name: "generate: a zero count is left out, as vLLM does", format: steps.FormatGenerate, useOpenAI: true,
 			body:    `{"model":"m","token_ids":[1,2,3,4,5],"sampling_params":{}}`,
 			prefill: prefillWith(`"usage":{"prompt_tokens":5,"prompt_tokens_details":null}`),
 			decode:  `{"choices":[],"usage":{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":5}},"prompt_logprobs":null}`,
 			want:    `{"choices":[],"usage":{"prompt_tokens":5},"prompt_logprobs":null}`,
-			usage:   steps.Usage{Reported: true, PromptTokens: 5}},
+			usage:   pd.Usage{Reported: true, PromptTokens: 5}},
 		{name: "generate: hits and prompt logprobs at the top level", format: steps.FormatGenerate, useOpenAI: true,
 			body:    `{"model":"m","token_ids":[1,2,3,4,5],"sampling_params":{"prompt_logprobs":1}}`,
 			prefill: prefillWith(`"usage":{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":4}},"prompt_logprobs":` + promptLP),
 			decode:  `{"choices":[],"usage":{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":5}},"prompt_logprobs":null}`,
 			want:    `{"choices":[],"usage":{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":4}},"prompt_logprobs":` + promptLP + `}`,
-			usage:   steps.Usage{Reported: true, PromptTokens: 5, CachedTokens: 4}},
+			usage:   pd.Usage{Reported: true, PromptTokens: 5, CachedTokens: 4}},
 		{name: "completions: prompt logprobs in every choice", format: steps.FormatCompletions, useOpenAI: true,
 			body:    `{"model":"m","prompt":"hi","prompt_logprobs":1,"n":2}`,
 			prefill: `{"choices":[{"index":0,"text":"a","logprobs":null,"prompt_logprobs":` + promptLP + `}],"kv_transfer_params":` + prefillKV + `}`,
 			decode:  `{"choices":[{"index":0,"text":"x"},{"index":1,"text":"y","prompt_logprobs":null}],"usage":{"prompt_tokens":2}}`,
 			want: `{"choices":[{"index":0,"text":"x","prompt_logprobs":` + promptLP + `},{"index":1,"text":"y","prompt_logprobs":` + promptLP + `}],` +
 				`"usage":{"prompt_tokens":2}}`,
-			usage: steps.Usage{Reported: true, PromptTokens: 2}},
+			usage: pd.Usage{Reported: true, PromptTokens: 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,7 +102,7 @@ func TestPDWholeAnswer(t *testing.T) {
 			require.NoError(t, runPD(t, gw, tt.useOpenAI, rc))
 			got := rc.Sink.(*steptest.Sink).Body
 			assert.JSONEq(t, tt.want, string(got))
-			assert.Equal(t, tt.usage, rc.Usage)
+			assert.Equal(t, tt.usage, rc.PD.Usage)
 		})
 	}
 }
@@ -140,7 +141,7 @@ func TestPDStreamRewritesTheUsageEventOnly(t *testing.T) {
 	assert.Equal(t, tokens, got[:2], "token events go through byte for byte")
 	assert.JSONEq(t, `{"id":"c","choices":[],"usage":{"prompt_tokens":40,"completion_tokens":2,"total_tokens":42,"prompt_tokens_details":{"cached_tokens":32}}}`, got[2])
 	assert.Equal(t, "[DONE]", got[3])
-	assert.Equal(t, steps.Usage{Reported: true, PromptTokens: 40, CachedTokens: 32, CompletionTokens: 2}, rc.Usage)
+	assert.Equal(t, pd.Usage{Reported: true, PromptTokens: 40, CachedTokens: 32, CompletionTokens: 2}, rc.PD.Usage)
 }
 
 func TestDecodeAloneLeavesTheAnswerAndRecordsItsUsage(t *testing.T) {
@@ -150,7 +151,7 @@ func TestDecodeAloneLeavesTheAnswerAndRecordsItsUsage(t *testing.T) {
 	rc := pdContext(steps.FormatChat, `{"model":"m","messages":[],"prompt_logprobs":0}`, false)
 	require.ErrorIs(t, newDecode(t, gw.URL, nil).Execute(t.Context(), rc), steps.ErrDone)
 	assert.Equal(t, decode, string(rc.Sink.(*steptest.Sink).Body))
-	assert.Equal(t, steps.Usage{Reported: true, PromptTokens: 40, CachedTokens: 40}, rc.Usage)
+	assert.Equal(t, pd.Usage{Reported: true, PromptTokens: 40, CachedTokens: 40}, rc.PD.Usage)
 	assert.Contains(t, string(gw.Legs()[0].Body), `"prompt_logprobs":0`, "no prefill: the decode worker computes them")
 }
 

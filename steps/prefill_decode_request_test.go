@@ -191,7 +191,7 @@ func TestPDFallbackLeavesPromptLogprobsToDecode(t *testing.T) {
 	rc := pdContext(steps.FormatChat, body, false)
 	rc.Tokens = steps.Tokens{} // nothing rendered: decode sends the client's bytes
 	require.NoError(t, p.Run(context.Background(), rc))
-	require.NotNil(t, rc.PrefillFallback)
+	require.NotNil(t, rc.PD.Fallback)
 	decode := legsOf(gw, gateway.ProfileDecode)
 	require.Len(t, decode, 1)
 	assert.Equal(t, body, string(decode[0].Body), "an aggregated decode computes the prompt logprobs itself")

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/internal/gateway"
+	"github.com/coordinator-project/coordinator/internal/wire/pd"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
@@ -70,13 +71,13 @@ func TestPrefillFallbackServesWithDecodeAlone(t *testing.T) {
 			rc := tt.rc()
 			require.NoError(t, fallbackPipeline(t, phaseClient(t, gw.URL), fallbackOn).Run(context.Background(), rc))
 
-			require.NotNil(t, rc.PrefillFallback)
-			assert.Equal(t, steps.FallbackStatus5xx, rc.PrefillFallback.Reason)
+			require.NotNil(t, rc.PD.Fallback)
+			assert.Equal(t, pd.FallbackStatus5xx, rc.PD.Fallback.Reason)
 			var se *gateway.StatusError
-			require.ErrorAs(t, rc.PrefillFallback.Err, &se)
+			require.ErrorAs(t, rc.PD.Fallback.Err, &se)
 			assert.Equal(t, http.StatusInternalServerError, se.StatusCode)
-			assert.False(t, rc.PrefillDone)
-			assert.Nil(t, rc.KVParams)
+			assert.False(t, rc.PD.Done)
+			assert.Nil(t, rc.PD.KVParams)
 
 			assert.Equal(t, []string{gateway.ProfilePrefill, gateway.ProfileDecode}, profiles(gw))
 			decode := legsOf(gw, gateway.ProfileDecode)[0]
@@ -95,9 +96,9 @@ func TestPrefillFallbackOnlyForUpstreamFaults(t *testing.T) {
 		params map[string]any
 		reason string // "" when the request must fail
 	}{
-		{name: "500 falls back", status: 500, params: fallbackOn, reason: steps.FallbackStatus5xx},
-		{name: "503 falls back", status: 503, params: fallbackOn, reason: steps.FallbackStatus5xx},
-		{name: "504 falls back", status: 504, params: fallbackOn, reason: steps.FallbackStatus5xx},
+		{name: "500 falls back", status: 500, params: fallbackOn, reason: pd.FallbackStatus5xx},
+		{name: "503 falls back", status: 503, params: fallbackOn, reason: pd.FallbackStatus5xx},
+		{name: "504 falls back", status: 504, params: fallbackOn, reason: pd.FallbackStatus5xx},
 		{name: "400 is the client's fault", status: 400, params: fallbackOn},
 		{name: "429 is returned too", status: 429, params: fallbackOn},
 		{name: "off by default", status: 500},
@@ -111,15 +112,15 @@ func TestPrefillFallbackOnlyForUpstreamFaults(t *testing.T) {
 			err := fallbackPipeline(t, phaseClient(t, gw.URL), tt.params).Run(context.Background(), rc)
 			if tt.reason != "" {
 				require.NoError(t, err)
-				require.NotNil(t, rc.PrefillFallback)
-				assert.Equal(t, tt.reason, rc.PrefillFallback.Reason)
+				require.NotNil(t, rc.PD.Fallback)
+				assert.Equal(t, tt.reason, rc.PD.Fallback.Reason)
 				return
 			}
 			var se *gateway.StatusError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, tt.status, se.StatusCode)
 			assert.Equal(t, "prefill", se.Leg)
-			assert.Nil(t, rc.PrefillFallback)
+			assert.Nil(t, rc.PD.Fallback)
 			assert.Equal(t, []string{gateway.ProfilePrefill}, profiles(gw), "decode never sent")
 		})
 	}
@@ -140,9 +141,9 @@ func TestPrefillFallbackOnTransportErrorAndTimeout(t *testing.T) {
 		client *gateway.Client
 		reason string
 	}{
-		{name: "connection refused", client: phaseClient(t, refused), reason: steps.FallbackTransport},
-		{name: "answer cut short", client: phaseClient(t, cut.URL), reason: steps.FallbackTransport},
-		{name: "no headers in time", reason: steps.FallbackTimeout, client: func() *gateway.Client {
+		{name: "connection refused", client: phaseClient(t, refused), reason: pd.FallbackTransport},
+		{name: "answer cut short", client: phaseClient(t, cut.URL), reason: pd.FallbackTransport},
+		{name: "no headers in time", reason: pd.FallbackTimeout, client: func() *gateway.Client {
 			c, err := gateway.New(gateway.Options{Address: hang.URL, ResponseHeaderTimeout: 50 * time.Millisecond})
 			require.NoError(t, err)
 			t.Cleanup(c.Close)
@@ -156,11 +157,11 @@ func TestPrefillFallbackOnTransportErrorAndTimeout(t *testing.T) {
 			require.NoError(t, err)
 			rc := completionsContext(`"Hello"`, nil)
 			require.NoError(t, step.Execute(context.Background(), rc))
-			require.NotNil(t, rc.PrefillFallback)
-			assert.Equal(t, tt.reason, rc.PrefillFallback.Reason, "%v", rc.PrefillFallback.Err)
+			require.NotNil(t, rc.PD.Fallback)
+			assert.Equal(t, tt.reason, rc.PD.Fallback.Reason, "%v", rc.PD.Fallback.Err)
 			var te *gateway.TransportError
-			assert.ErrorAs(t, rc.PrefillFallback.Err, &te)
-			assert.False(t, rc.PrefillDone)
+			assert.ErrorAs(t, rc.PD.Fallback.Err, &te)
+			assert.False(t, rc.PD.Done)
 		})
 	}
 }
@@ -183,7 +184,7 @@ func TestPrefillFallbackNeverForClientCancellationOrBadAnswer(t *testing.T) {
 		rc := completionsContext(`"Hello"`, nil)
 		err := step.Execute(ctx, rc)
 		require.ErrorIs(t, err, context.Canceled)
-		assert.Nil(t, rc.PrefillFallback)
+		assert.Nil(t, rc.PD.Fallback)
 	})
 	t.Run("malformed 200 answer", func(t *testing.T) {
 		t.Parallel()
@@ -191,7 +192,7 @@ func TestPrefillFallbackNeverForClientCancellationOrBadAnswer(t *testing.T) {
 		rc := completionsContext(`"Hello"`, nil)
 		err := newPrefill(t, gw.URL, fallbackOn).Execute(context.Background(), rc)
 		require.ErrorContains(t, err, "prefill: decode answer")
-		assert.Nil(t, rc.PrefillFallback)
+		assert.Nil(t, rc.PD.Fallback)
 	})
 }
 

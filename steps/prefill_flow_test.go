@@ -137,7 +137,7 @@ func TestFlowAllConnectorCombinations(t *testing.T) {
 				assert.Equal(t, decodeAnswer, string(rc.Sink.(*steptest.Sink).Body))
 				assert.Len(t, rc.ECDescriptors, 2, "encoders' answers are kept whatever the connector")
 				prefillLeg := legsOf(gw, gateway.ProfilePrefill)[0]
-				assert.Equal(t, prefillKVFor(prefillLeg.Body), string(rc.KVParams))
+				assert.Equal(t, prefillKVFor(prefillLeg.Body), string(rc.PD.KVParams))
 				prefill := decoded(t, prefillLeg.Body)
 				assert.Equal(t, ecName == "ec-nixl", hasKey(prefill, "sampling_params", "extra_args", "ec_transfer_params"))
 				assert.Equal(t, true, at(prefill, "sampling_params", "extra_args", "kv_transfer_params", "do_remote_decode"))

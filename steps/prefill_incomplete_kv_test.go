@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/internal/gateway"
+	"github.com/coordinator-project/coordinator/internal/wire/pd"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
@@ -72,15 +73,15 @@ func TestPrefillAnswerWithoutKVParamsFails(t *testing.T) {
 			rc := completionsContext(`"Hello"`, nil)
 			err := connectorPipeline(t, gw.URL, tt.kv, nil).Run(context.Background(), rc)
 
-			var ie *steps.IncompleteKVError
+			var ie *pd.IncompleteKVError
 			require.ErrorAs(t, err, &ie)
 			assert.Equal(t, tt.missing, ie.Missing)
 			assert.Equal(t, tt.kv, ie.Connector)
 			assert.Equal(t, steps.PrefillType, ie.Leg)
 			assert.ErrorContains(t, err, "answer lacks kv_transfer_params "+tt.missing[0])
 			assert.Equal(t, []string{gateway.ProfilePrefill}, profiles(gw), "decode never sent")
-			assert.False(t, rc.PrefillDone)
-			assert.Nil(t, rc.PrefillFallback)
+			assert.False(t, rc.PD.Done)
+			assert.Nil(t, rc.PD.Fallback)
 		})
 	}
 }
@@ -104,13 +105,13 @@ func TestPrefillAnswerWithoutKVParamsFallsBack(t *testing.T) {
 			rc := tt.rc()
 			require.NoError(t, connectorPipeline(t, gw.URL, "kv-nixl", fallbackOn).Run(context.Background(), rc))
 
-			require.NotNil(t, rc.PrefillFallback)
-			assert.Equal(t, steps.FallbackMissingKVParams, rc.PrefillFallback.Reason)
-			var ie *steps.IncompleteKVError
-			require.ErrorAs(t, rc.PrefillFallback.Err, &ie)
+			require.NotNil(t, rc.PD.Fallback)
+			assert.Equal(t, pd.FallbackMissingKVParams, rc.PD.Fallback.Reason)
+			var ie *pd.IncompleteKVError
+			require.ErrorAs(t, rc.PD.Fallback.Err, &ie)
 			assert.Equal(t, nixlFields, ie.Missing)
-			assert.False(t, rc.PrefillDone)
-			assert.Nil(t, rc.KVParams)
+			assert.False(t, rc.PD.Done)
+			assert.Nil(t, rc.PD.KVParams)
 			assert.Equal(t, []string{gateway.ProfilePrefill, gateway.ProfileDecode}, profiles(gw))
 			decode := legsOf(gw, gateway.ProfileDecode)[0]
 			assert.Nil(t, at(decoded(t, decode.Body), tt.kv...), "decode serves alone, no bare do_remote_prefill")
@@ -128,8 +129,8 @@ func TestPrefillSharedStorageNeedsNoKVParams(t *testing.T) {
 	gw := prefillAnswering(t, `{"choices":[]}`)
 	rc := completionsContext(`"Hello"`, nil)
 	require.NoError(t, connectorPipeline(t, gw.URL, "kv-shared-storage", nil).Run(context.Background(), rc))
-	assert.True(t, rc.PrefillDone)
-	assert.Nil(t, rc.PrefillFallback)
+	assert.True(t, rc.PD.Done)
+	assert.Nil(t, rc.PD.Fallback)
 	decode := legsOf(gw, gateway.ProfileDecode)[0]
 	assert.JSONEq(t, `{"do_remote_decode":false,"do_remote_prefill":true}`, string(rawMember(t, decode.Body, "kv_transfer_params")))
 }

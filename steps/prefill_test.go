@@ -89,8 +89,8 @@ func runPrefill(t *testing.T, params map[string]any, rc *steps.RequestContext) s
 	legs := gw.Legs()
 	require.Len(t, legs, 1)
 	assertLegHeaders(t, legs[0], gateway.ProfilePrefill, rc.RequestID)
-	assert.True(t, rc.PrefillDone)
-	assert.Equal(t, prefillKVFor(legs[0].Body), string(rc.KVParams), "the worker's kv_transfer_params byte for byte (D15)")
+	assert.True(t, rc.PD.Done)
+	assert.Equal(t, prefillKVFor(legs[0].Body), string(rc.PD.KVParams), "the worker's kv_transfer_params byte for byte (D15)")
 	return legs[0]
 }
 
@@ -299,7 +299,7 @@ func TestPrefillConflictingECParamsRejectsTheRequest(t *testing.T) {
 	var se *gateway.StatusError
 	assert.NotErrorAs(t, err, &se)
 	assert.Empty(t, gw.Legs(), "the gateway is never hit")
-	assert.False(t, rc.PrefillDone)
+	assert.False(t, rc.PD.Done)
 }
 
 func TestPrefillGatewayError(t *testing.T) {
@@ -325,8 +325,8 @@ func TestPrefillGatewayError(t *testing.T) {
 			assert.Equal(t, "prefill", se.Leg)
 			assert.Equal(t, tt.status, se.StatusCode)
 			assert.False(t, se.Relay)
-			assert.False(t, rc.PrefillDone)
-			assert.Nil(t, rc.KVParams)
+			assert.False(t, rc.PD.Done)
+			assert.Nil(t, rc.PD.KVParams)
 		})
 	}
 }
@@ -366,16 +366,16 @@ func TestPrefillKVTransferParamsAnswers(t *testing.T) {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), "prefill: decode answer")
 				assert.NotErrorIs(t, err, steps.ErrInvalidRequest)
-				assert.False(t, rc.PrefillDone)
+				assert.False(t, rc.PD.Done)
 				return
 			}
 			require.NoError(t, err)
-			assert.True(t, rc.PrefillDone)
+			assert.True(t, rc.PD.Done)
 			if tt.want == "" {
-				assert.Nil(t, rc.KVParams)
+				assert.Nil(t, rc.PD.KVParams)
 				return
 			}
-			assert.Equal(t, tt.want, string(rc.KVParams))
+			assert.Equal(t, tt.want, string(rc.PD.KVParams))
 		})
 	}
 }
@@ -439,7 +439,7 @@ func TestPrefillClientCancellation(t *testing.T) {
 	within(t, in, "prefill leg")
 	cancel()
 	assert.ErrorIs(t, within(t, done, "Execute after cancellation"), context.Canceled)
-	assert.False(t, rc.PrefillDone)
+	assert.False(t, rc.PD.Done)
 }
 
 func TestPrefillCarriesTheClientsCacheSalt(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/membudget"
+	"github.com/coordinator-project/coordinator/internal/wire/pd"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -34,7 +35,7 @@ func FromError(err error, requestID string) *status.Status {
 	}
 	var se *gateway.StatusError
 	var te *gateway.TransportError
-	var ie *steps.IncompleteKVError
+	var ie *pd.IncompleteKVError
 	var of originFailure
 	var tooLarge *steps.AnswerTooLargeError
 	switch {

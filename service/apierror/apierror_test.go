@@ -22,6 +22,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/media"
 	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
+	"github.com/coordinator-project/coordinator/internal/wire/pd"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/steps"
 )
@@ -59,7 +60,7 @@ func TestFromErrorAndHTTPStatus(t *testing.T) {
 		{name: "transport error", err: &gateway.TransportError{Leg: "prefill", Err: errors.New("connection refused")},
 			code: codes.Unavailable, httpStatus: 502, message: "prefill unreachable (request_id: rid)"},
 		{name: "prefill answer without the KV params (D26)", err: fmt.Errorf("step \"prefill\": %w",
-			&steps.IncompleteKVError{Leg: "prefill", StatusCode: 200, Connector: "kv-nixl", Missing: []string{"remote_engine_id", "remote_host"}}),
+			&pd.IncompleteKVError{Leg: "prefill", StatusCode: 200, Connector: "kv-nixl", Missing: []string{"remote_engine_id", "remote_host"}}),
 			code: codes.Unavailable, httpStatus: 502,
 			message: "prefill: answer lacks kv_transfer_params remote_engine_id, remote_host (kv-nixl) (request_id: rid)"},
 		{name: "leg timeout", err: &gateway.TransportError{Leg: "decode", Err: timeoutErr{}},

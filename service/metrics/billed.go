@@ -3,7 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/internal/wire/pd"
 )
 
 // Kinds of billed prompt tokens (PromptTokensBilled).
@@ -29,7 +29,7 @@ func newBilled(r *prometheus.Registry) *prometheus.CounterVec {
 // PromptTokensBilled counts the prompt tokens of an answer by kind; an
 // answer without a usage counts nothing. A cached count above the prompt's
 // (a worker's error) is capped to it.
-func (m *Metrics) PromptTokensBilled(u steps.Usage) {
+func (m *Metrics) PromptTokensBilled(u pd.Usage) {
 	if !u.Reported || u.PromptTokens <= 0 {
 		return
 	}

@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/wire/pd"
 	"github.com/coordinator-project/coordinator/service/metrics"
-	"github.com/coordinator-project/coordinator/steps"
 )
 
 func TestPromptTokensBilled(t *testing.T) {
@@ -15,11 +15,11 @@ func TestPromptTokensBilled(t *testing.T) {
 	m := metrics.New()
 	assert.Equal(t, map[string]float64{"cached": 0, "computed": 0}, billed(t, m), "both series exist from the start")
 
-	m.PromptTokensBilled(steps.Usage{Reported: true, PromptTokens: 40, CachedTokens: 16})
-	m.PromptTokensBilled(steps.Usage{Reported: true, PromptTokens: 10})                  // no details: all computed
-	m.PromptTokensBilled(steps.Usage{Reported: true, PromptTokens: 5, CachedTokens: 9})  // capped to the prompt
-	m.PromptTokensBilled(steps.Usage{PromptTokens: 100, CachedTokens: 100})              // no usage in the answer
-	m.PromptTokensBilled(steps.Usage{Reported: true, PromptTokens: 3, CachedTokens: -2}) // nonsense: none cached
+	m.PromptTokensBilled(pd.Usage{Reported: true, PromptTokens: 40, CachedTokens: 16})
+	m.PromptTokensBilled(pd.Usage{Reported: true, PromptTokens: 10})                  // no details: all computed
+	m.PromptTokensBilled(pd.Usage{Reported: true, PromptTokens: 5, CachedTokens: 9})  // capped to the prompt
+	m.PromptTokensBilled(pd.Usage{PromptTokens: 100, CachedTokens: 100})              // no usage in the answer
+	m.PromptTokensBilled(pd.Usage{Reported: true, PromptTokens: 3, CachedTokens: -2}) // nonsense: none cached
 	assert.Equal(t, map[string]float64{"cached": 16 + 5, "computed": 24 + 10 + 3}, billed(t, m))
 }
 

@@ -338,7 +338,7 @@ func (m *Metrics) Steps(timings []steps.Timing) {
 }
 
 // PrefillFallback counts a request that decode served alone after its
-// prefill leg failed, by reason (steps.PrefillFallback.Reason).
+// prefill leg failed, by reason (steps.PD.Fallback.Reason).
 func (m *Metrics) PrefillFallback(reason string) {
 	m.fallbacks.WithLabelValues(reason).Inc()
 }
