@@ -9,6 +9,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/internal/wire/pd"
 	"github.com/coordinator-project/coordinator/internal/wire/relay"
@@ -130,28 +131,28 @@ func decodeBody(rc *RequestContext, kvParams []byte, imageUUIDs bool) ([][]byte,
 	switch rc.Format {
 	case FormatChat:
 		if kvParams != nil {
-			leg.Set(keyKVTransferParams, kvParams)
+			leg.Set(bodykeys.KVTransferParams, kvParams)
 		}
 		if hasTokens {
-			leg.Set(keyTokens, rc.TokensExtension())
+			leg.Set(bodykeys.Tokens, rc.TokensExtension())
 		}
 		if hasHashes {
 			setImageUUIDs(doc, leg, rc.Multimodal)
 		}
 	case FormatMessages:
 		if kvParams != nil {
-			leg.Set(keyKVTransferParams, kvParams)
+			leg.Set(bodykeys.KVTransferParams, kvParams)
 		}
 	case FormatCompletions:
 		if kvParams != nil {
-			leg.Set(keyKVTransferParams, kvParams)
+			leg.Set(bodykeys.KVTransferParams, kvParams)
 		}
 		if hasTokens {
-			leg.Set(keyPrompt, rc.Tokens.JSON())
+			leg.Set(bodykeys.Prompt, rc.Tokens.JSON())
 		}
 	case FormatGenerate:
 		if kvParams != nil {
-			if err := legs.SetNested(leg, keySamplingParams, keyExtraArgs, keyKVTransferParams, kvParams); err != nil {
+			if err := legs.SetNested(leg, bodykeys.SamplingParams, bodykeys.ExtraArgs, bodykeys.KVTransferParams, kvParams); err != nil {
 				return nil, err
 			}
 		}

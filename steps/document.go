@@ -2,6 +2,7 @@ package steps
 
 import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/features"
 	"github.com/coordinator-project/coordinator/internal/wire/imageparts"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
@@ -37,27 +38,16 @@ type Document struct {
 	imagesDone bool
 }
 
-// Body keys the steps own.
-const (
-	keyKVTransferParams = "kv_transfer_params"
-	keyECTransferParams = "ec_transfer_params"
-	keySamplingParams   = "sampling_params"
-	keyExtraArgs        = "extra_args"
-	keyVLLMXargs        = "vllm_xargs"
-	keyTokens           = "tokens"
-	keyPrompt           = "prompt"
-)
-
 // Indexes of the formats' bodies: what the steps read or edit.
 var (
 	chatIndex        = imageparts.Index // the messages down to the content parts that may be media
 	completionsIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
-		keyPrompt: {Uint32s: true},
+		bodykeys.Prompt: {Uint32s: true},
 	}}
 	generateIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
-		"token_ids":       {Uint32s: true},
-		"features":        features.Index,
-		keySamplingParams: {Members: map[string]*jsonbody.Index{keyExtraArgs: {}}},
+		"token_ids":             {Uint32s: true},
+		"features":              features.Index,
+		bodykeys.SamplingParams: {Members: map[string]*jsonbody.Index{bodykeys.ExtraArgs: {}}},
 	}}
 )
 

@@ -11,6 +11,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/features"
 	"github.com/coordinator-project/coordinator/internal/wire/imageparts"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
@@ -125,7 +126,7 @@ func (e *Encode) leg(ctx context.Context, rc *RequestContext, format Format, i i
 	if err != nil {
 		return nil, err
 	}
-	desc, err := legs.AnswerParams(resp, name, keyECTransferParams)
+	desc, err := legs.AnswerParams(resp, name, bodykeys.ECTransferParams)
 	if err != nil || desc == nil {
 		return nil, err
 	}

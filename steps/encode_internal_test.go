@@ -31,7 +31,7 @@ func TestEncodeTokenIDs(t *testing.T) {
 			t.Parallel()
 			held := NewTokens(tt.prompt)
 			assert.Equal(t, tt.want, encodeTokenIDs(&held, tt.p), "the IDs held")
-			encoded := tokensOfJSON(jsonbody.AppendUint32s(nil, tt.prompt), len(tt.prompt))
+			encoded := TokensOfJSON(jsonbody.AppendUint32s(nil, tt.prompt), len(tt.prompt))
 			assert.Equal(t, tt.want, encodeTokenIDs(&encoded, tt.p), "their JSON held")
 		})
 	}

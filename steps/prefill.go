@@ -11,6 +11,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/features"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/internal/wire/pd"
@@ -206,11 +207,11 @@ func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessag
 			return nil, err
 		}
 		if rc.Tokens.Len() > 0 {
-			leg.Set(keyTokens, rc.TokensExtension())
+			leg.Set(bodykeys.Tokens, rc.TokensExtension())
 		}
-		leg.Set(keyKVTransferParams, kvParams)
+		leg.Set(bodykeys.KVTransferParams, kvParams)
 		if ecParams != nil {
-			leg.Set(keyECTransferParams, ecParams)
+			leg.Set(bodykeys.ECTransferParams, ecParams)
 		}
 		return doc.Write(leg), nil
 	case FormatMessages: // no tokens nor ec_transfer_params: vLLM's /v1/messages reads neither
@@ -218,7 +219,7 @@ func prefillBody(rc *RequestContext, f Format, kvParams, ecParams json.RawMessag
 		if err := legs.CapSingleToken(leg, f); err != nil {
 			return nil, err
 		}
-		leg.Set(keyKVTransferParams, kvParams)
+		leg.Set(bodykeys.KVTransferParams, kvParams)
 		return doc.Write(leg), nil
 	case FormatCompletions:
 		var b jsonbody.Segments
@@ -323,7 +324,7 @@ func completionsPrompt(rc *RequestContext, doc *Document) []byte {
 	if rc.Tokens.Len() > 0 {
 		return rc.Tokens.JSON()
 	}
-	if raw, ok := doc.Root().Get(keyPrompt); ok {
+	if raw, ok := doc.Root().Get(bodykeys.Prompt); ok {
 		return raw
 	}
 	return []byte("null")

@@ -14,6 +14,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
+	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/features"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
@@ -266,7 +267,7 @@ func (r *Render) completions(ctx context.Context, rc *RequestContext) error {
 	if err != nil {
 		return err
 	}
-	prompt, ok := doc.Root().Get(keyPrompt)
+	prompt, ok := doc.Root().Get(bodykeys.Prompt)
 	if !ok {
 		return Invalidf("prompt must be a string or token array")
 	}
@@ -274,7 +275,7 @@ func (r *Render) completions(ctx context.Context, rc *RequestContext) error {
 	case '"':
 		return r.renderPrompt(ctx, rc, doc)
 	case '[':
-		return r.tokenPrompt(rc, doc.Root().Array(keyPrompt))
+		return r.tokenPrompt(rc, doc.Root().Array(bodykeys.Prompt))
 	}
 	return Invalidf("prompt must be a string or token array")
 }
@@ -304,7 +305,7 @@ func (r *Render) renderPrompt(ctx context.Context, rc *RequestContext, doc *Docu
 	if err := r.checkTokens(tokens.Len()); err != nil {
 		return err
 	}
-	doc.Root().Set(keyPrompt, tokens.JSON())
+	doc.Root().Set(bodykeys.Prompt, tokens.JSON())
 	rc.Tokens = tokens
 	return nil
 }
@@ -333,7 +334,7 @@ func (r *Render) tokenPrompt(rc *RequestContext, prompt *jsonbody.Array) error {
 	if st.Bad >= 0 {
 		return Invalidf("prompt: invalid token at index %d", st.Bad)
 	}
-	tokens, err := tokensOf(prompt, st)
+	tokens, err := TokensOf(prompt, st)
 	if err != nil {
 		return Invalidf("prompt: %v", err) // unreachable: the pass checked every token
 	}
@@ -397,7 +398,7 @@ func generatePrompt(obj *jsonbody.Object) (Tokens, []MultimodalEntry, error) {
 	if err := features.CheckBounds(entries, st.Len); err != nil {
 		return Tokens{}, nil, Invalidf("%v", err)
 	}
-	tokens, err := tokensOf(ids, st)
+	tokens, err := TokensOf(ids, st)
 	if err != nil {
 		return Tokens{}, nil, Invalidf("token_ids: %v", err)
 	}
@@ -407,17 +408,17 @@ func generatePrompt(obj *jsonbody.Object) (Tokens, []MultimodalEntry, error) {
 // checkSamplingParams checks that sampling_params and its extra_args, when
 // present and not null, are objects: later steps add transfer params there.
 func checkSamplingParams(obj *jsonbody.Object) error {
-	raw, ok := obj.Get(keySamplingParams)
+	raw, ok := obj.Get(bodykeys.SamplingParams)
 	if !ok || jsonbody.IsNull(raw) {
 		return nil
 	}
-	sampling := obj.Object(keySamplingParams)
+	sampling := obj.Object(bodykeys.SamplingParams)
 	if sampling == nil {
-		return Invalidf("%s must be an object", keySamplingParams)
+		return Invalidf("%s must be an object", bodykeys.SamplingParams)
 	}
-	raw, ok = sampling.Get(keyExtraArgs)
+	raw, ok = sampling.Get(bodykeys.ExtraArgs)
 	if ok && !jsonbody.IsNull(raw) && raw[0] != '{' {
-		return Invalidf("%s.%s must be an object", keySamplingParams, keyExtraArgs)
+		return Invalidf("%s.%s must be an object", bodykeys.SamplingParams, bodykeys.ExtraArgs)
 	}
 	return nil
 }
@@ -461,7 +462,7 @@ func answerTokens(obj *jsonbody.Object) (Tokens, error) {
 	}
 	if ids := obj.Array("token_ids"); ids != nil {
 		if st, _ := ids.Uint32Stats(); st.Bad < 0 {
-			if tokens, err := tokensOf(ids, st); err == nil {
+			if tokens, err := TokensOf(ids, st); err == nil {
 				return tokens, nil
 			}
 		}

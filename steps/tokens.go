@@ -28,16 +28,16 @@ func NewTokensEncoded(ids []uint32, json []byte) Tokens {
 	return Tokens{n: len(ids), ids: ids, json: json}
 }
 
-// tokensOfJSON holds the n token IDs encoded as raw, which must be written
+// TokensOfJSON holds the n token IDs encoded as raw, which must be written
 // exactly as jsonbody.AppendUint32s writes them (Uint32Stats.Canonical).
-func tokensOfJSON(raw []byte, n int) Tokens { return Tokens{n: n, json: raw} }
+func TokensOfJSON(raw []byte, n int) Tokens { return Tokens{n: n, json: raw} }
 
-// tokensOf reads a token-ID array that ParseIndexed indexed with Uint32s
+// TokensOf reads a token-ID array that ParseIndexed indexed with Uint32s
 // and found valid (Bad < 0): its bytes when canonical, else its IDs.
-func tokensOf(a *jsonbody.Array, st jsonbody.Uint32Stats) (Tokens, error) {
+func TokensOf(a *jsonbody.Array, st jsonbody.Uint32Stats) (Tokens, error) {
 	raw := a.Raw()
 	if st.Canonical {
-		return tokensOfJSON(raw, st.Len), nil
+		return TokensOfJSON(raw, st.Len), nil
 	}
 	ids, err := jsonbody.Uint32s(raw)
 	if err != nil {

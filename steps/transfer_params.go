@@ -1,6 +1,9 @@
 package steps
 
-import "github.com/coordinator-project/coordinator/internal/jsonbody"
+import (
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
+)
 
 // The transfer params are the coordinator's (compat D23): the KV and EC
 // connectors write them on the legs, and a worker trusts what it finds
@@ -9,7 +12,7 @@ import "github.com/coordinator-project/coordinator/internal/jsonbody"
 // for, so the service removes them from the document before any step.
 
 // transferKeys are the members a connector writes.
-var transferKeys = [...]string{keyKVTransferParams, keyECTransferParams}
+var transferKeys = [...]string{bodykeys.KVTransferParams, bodykeys.ECTransferParams}
 
 // transferParents are the objects a vLLM worker reads transfer params
 // from besides the body's top level: vllm_xargs (chat, completions,
@@ -17,8 +20,8 @@ var transferKeys = [...]string{keyKVTransferParams, keyECTransferParams}
 // the generate body's sampling_params.extra_args, where the legs write
 // them.
 var transferParents = [...][]string{
-	{keyVLLMXargs},
-	{keySamplingParams, keyExtraArgs},
+	{bodykeys.VLLMXargs},
+	{bodykeys.SamplingParams, bodykeys.ExtraArgs},
 }
 
 // DropTransferParams removes from the document every transfer param the

@@ -2,10 +2,8 @@ package legs
 
 import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 )
-
-// keySamplingParams is the generate body's sampling params.
-const keySamplingParams = "sampling_params"
 
 // CapSingleToken makes a leg body produce exactly one token and answer as
 // one JSON document: max_tokens := 1 (on sampling_params for generate,
@@ -17,7 +15,7 @@ const keySamplingParams = "sampling_params"
 func CapSingleToken(obj *jsonbody.Object, f Format) error {
 	target := obj
 	if f == FormatGenerate {
-		sp, err := editChild(obj, keySamplingParams)
+		sp, err := editChild(obj, bodykeys.SamplingParams)
 		if err != nil {
 			return err
 		}

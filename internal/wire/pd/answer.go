@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/internal/wire/relay"
 )
@@ -20,7 +21,6 @@ import (
 
 // Answer keys of D21 and D22.
 const (
-	keyKVTransferParams    = "kv_transfer_params"
 	keyUsage               = "usage"
 	keyPromptTokens        = "prompt_tokens"
 	keyCompletionTokens    = "completion_tokens"
@@ -80,10 +80,10 @@ func ReadPrefillAnswer(resp *http.Response, leg string, f legs.Format) (json.Raw
 		}
 		a.Echo = readEcho(holder)
 	}
-	if raw, ok := holder.Get(keyPromptLogprobs); ok && len(raw) > 0 && raw[0] == '[' {
+	if raw, ok := holder.Get(bodykeys.PromptLogprobs); ok && len(raw) > 0 && raw[0] == '[' {
 		a.PromptLogprobs = bytes.Clone(raw)
 	}
-	return legs.ObjectMember(obj, keyKVTransferParams), a, nil
+	return legs.ObjectMember(obj, bodykeys.KVTransferParams), a, nil
 }
 
 // answerCachedTokens reads the answer's prompt-cache count in format f's
@@ -336,12 +336,12 @@ func mergePromptLogprobs(obj *jsonbody.Object, a PrefillAnswer, client legs.Form
 		if a.PromptLogprobs == nil {
 			return false
 		}
-		obj.Set(keyPromptLogprobs, a.PromptLogprobs)
+		obj.Set(bodykeys.PromptLogprobs, a.PromptLogprobs)
 		return true
 	}
 	return editChoices(obj, func(choice *jsonbody.Object) bool {
 		if a.PromptLogprobs != nil {
-			choice.Set(keyPromptLogprobs, a.PromptLogprobs)
+			choice.Set(bodykeys.PromptLogprobs, a.PromptLogprobs)
 		}
 		if a.Echo != nil {
 			a.Echo.prefix(choice)

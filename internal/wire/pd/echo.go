@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 )
 
 // This file merges a completions echo (echo with logprobs) into the decode
@@ -55,7 +56,7 @@ type echoLogprobs struct {
 // logprobs (the only one whose logprobs is an object: the coordinator asks
 // logprobs of a completions prefill leg only with echo); nil otherwise.
 func readEcho(choice *jsonbody.Object) *EchoPrompt {
-	lp, ok := memberObject(choice, keyLogprobs)
+	lp, ok := memberObject(choice, bodykeys.Logprobs)
 	if !ok {
 		return nil
 	}
@@ -123,7 +124,7 @@ func (e *EchoPrompt) prefix(choice *jsonbody.Object) bool {
 		return false
 	}
 	choice.Set(keyText, jsonbody.AppendString(nil, e.Text+text))
-	lp, ok := memberObject(choice, keyLogprobs)
+	lp, ok := memberObject(choice, bodykeys.Logprobs)
 	if !ok || e.logprobs == nil {
 		return true
 	}
@@ -135,13 +136,13 @@ func (e *EchoPrompt) prefix(choice *jsonbody.Object) bool {
 	lp.Set(keyTokenLogprobs, concatArrays(e.logprobs.tokenLogprobs, gen.tokenLogprobs))
 	lp.Set(keyTokensList, concatArrays(e.logprobs.tokens, gen.tokens))
 	lp.Set(keyTopLogprobs, concatArrays(e.logprobs.topLogprobs, gen.topLogprobs))
-	choice.Set(keyLogprobs, lp.Bytes())
+	choice.Set(bodykeys.Logprobs, lp.Bytes())
 	return true
 }
 
 // shift moves a choice's text_offset by n; it reports a change.
 func shift(choice *jsonbody.Object, n int64) bool {
-	lp, ok := memberObject(choice, keyLogprobs)
+	lp, ok := memberObject(choice, bodykeys.Logprobs)
 	if !ok || n == 0 {
 		return false
 	}
@@ -150,7 +151,7 @@ func shift(choice *jsonbody.Object, n int64) bool {
 		return false
 	}
 	lp.Set(keyTextOffset, shiftOffsets(raw, n))
-	choice.Set(keyLogprobs, lp.Bytes())
+	choice.Set(bodykeys.Logprobs, lp.Bytes())
 	return true
 }
 

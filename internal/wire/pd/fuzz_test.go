@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
@@ -68,7 +69,7 @@ func FuzzPDAnswer(f *testing.F) {
 			got, err := jsonbody.ParseObject(out)
 			require.NoError(t, err, "stream=%t: %s", stream, out)
 			for _, k := range decodeObj.Keys() {
-				if k == keyUsage || k == keyChoices || k == keyPromptLogprobs {
+				if k == keyUsage || k == keyChoices || k == bodykeys.PromptLogprobs {
 					continue
 				}
 				want, _ := decodeObj.Get(k)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
 
@@ -18,17 +19,6 @@ import (
 // worker has the prompt's KV but not its logits, so whatever asks for the
 // prompt's logprobs goes to the prefill leg and never to the decode leg.
 // The answer side (merging them into the client's answer) is answer.go.
-
-// Body keys of D22.
-const (
-	keySamplingParams = "sampling_params"
-	keyPromptLogprobs = "prompt_logprobs"
-	keyEcho           = "echo"
-	keyLogprobs       = "logprobs"
-	keyMaxTokens      = "max_tokens"
-	// keyTokensAsIDs changes how echoed prompt tokens are spelled.
-	keyTokensAsIDs = "return_tokens_as_token_ids"
-)
 
 // PromptAsk is what a request asks of its prompt's logprobs, as the prefill
 // leg must ask it.
@@ -56,13 +46,13 @@ func ReadPromptAsk(obj *jsonbody.Object, f legs.Format, stream bool) (PromptAsk,
 	var ask PromptAsk
 	holder := obj
 	if f == legs.FormatGenerate {
-		sp, ok := memberObject(obj, keySamplingParams)
+		sp, ok := memberObject(obj, bodykeys.SamplingParams)
 		if !ok {
 			return ask, nil
 		}
 		holder = sp
 	}
-	if raw, ok := holder.Get(keyPromptLogprobs); ok && !jsonbody.IsNull(raw) {
+	if raw, ok := holder.Get(bodykeys.PromptLogprobs); ok && !jsonbody.IsNull(raw) {
 		ask.promptLogprobs = raw
 		if v, isInt := jsonbody.Int(raw); stream && f != legs.FormatGenerate && isInt && v != 0 {
 			return ask, legs.Invalidf("prompt_logprobs are not available when stream=True")
@@ -71,15 +61,15 @@ func ReadPromptAsk(obj *jsonbody.Object, f legs.Format, stream bool) (PromptAsk,
 	if f != legs.FormatCompletions || !echoWithLogprobs(obj) {
 		return ask, nil
 	}
-	if raw, ok := obj.Get(keyMaxTokens); ok {
+	if raw, ok := obj.Get(bodykeys.MaxTokens); ok {
 		if v, isInt := jsonbody.Int(raw); isInt && v == 0 {
 			return ask, legs.Invalidf("echo with logprobs and max_tokens 0 needs a pipeline without a prefill step: " +
 				"after prefill/decode disaggregation only the prefill worker has the prompt's logprobs")
 		}
 	}
 	ask.echo = true
-	ask.logprobs, _ = obj.Get(keyLogprobs)
-	if raw, ok := obj.Get(keyTokensAsIDs); ok && !jsonbody.IsNull(raw) {
+	ask.logprobs, _ = obj.Get(bodykeys.Logprobs)
+	if raw, ok := obj.Get(bodykeys.ReturnTokensAsTokenIDs); ok && !jsonbody.IsNull(raw) {
 		ask.tokensAsIDs = raw
 	}
 	return ask, nil
@@ -89,11 +79,11 @@ func ReadPromptAsk(obj *jsonbody.Object, f legs.Format, stream bool) (PromptAsk,
 // non-null logprobs: vLLM then computes the prompt's logprobs (its
 // prompt_logprobs defaults to logprobs).
 func echoWithLogprobs(obj *jsonbody.Object) bool {
-	echo, _ := obj.Get(keyEcho)
+	echo, _ := obj.Get(bodykeys.Echo)
 	if on, _ := jsonbody.Flag(echo); !on { // as vLLM reads it: "true", 1, "yes"
 		return false
 	}
-	lp, ok := obj.Get(keyLogprobs)
+	lp, ok := obj.Get(bodykeys.Logprobs)
 	return ok && !jsonbody.IsNull(lp)
 }
 
@@ -141,18 +131,18 @@ func AppendSamplingAsk(b *jsonbody.Segments, ask PromptAsk, stream bool) {
 func DropPromptLogprobs(obj *jsonbody.Object, f legs.Format) {
 	if f != legs.FormatGenerate {
 		if f == legs.FormatCompletions && echoWithLogprobs(obj) {
-			obj.Delete(keyEcho)
+			obj.Delete(bodykeys.Echo)
 		}
-		obj.Delete(keyPromptLogprobs)
+		obj.Delete(bodykeys.PromptLogprobs)
 		return
 	}
-	sp, ok := memberObject(obj, keySamplingParams)
+	sp, ok := memberObject(obj, bodykeys.SamplingParams)
 	if !ok {
 		return
 	}
-	if _, has := sp.Get(keyPromptLogprobs); has {
-		sp.Delete(keyPromptLogprobs)
-		obj.Set(keySamplingParams, sp.Bytes())
+	if _, has := sp.Get(bodykeys.PromptLogprobs); has {
+		sp.Delete(bodykeys.PromptLogprobs)
+		obj.Set(bodykeys.SamplingParams, sp.Bytes())
 	}
 }
 
