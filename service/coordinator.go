@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/requestbody"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -45,7 +48,7 @@ type Coordinator struct {
 	trustTransfer bool
 	// limits bound a body's structure as it is parsed (server.max_messages,
 	// max_content_blocks, max_json_nodes).
-	limits steps.DocumentLimits
+	limits requestbody.Limits
 	// clientIDOnLegs sends the client's request id on the legs as it is
 	// (server.client_request_id_on_legs).
 	clientIDOnLegs bool
@@ -287,12 +290,12 @@ func settleRequestID(ctx context.Context, fromMessage string) (id string, minted
 // lim, unless the REST front did (WithParsedBody), reads what the service
 // needs from it (top-level "model" and "stream") and the forwarded
 // headers from the call metadata.
-func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest, lim steps.DocumentLimits) (*steps.RequestContext, error) {
+func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest, lim requestbody.Limits) (*steps.RequestContext, error) {
 	format := FormatOf(in.GetEndpoint())
 	doc := inproc.ParsedBody(ctx, in.GetJson(), format)
 	if doc == nil {
 		var err error
-		if doc, err = steps.ParseDocumentLimits(in.GetJson(), format, lim); err != nil {
+		if doc, err = requestbody.ParseLimited(in.GetJson(), format, lim); err != nil {
 			return nil, invalidBody(err, id)
 		}
 	}
@@ -341,18 +344,18 @@ func invalidBody(err error, id string) error {
 }
 
 // FormatOf is the pipeline format of an OpenAI endpoint.
-func FormatOf(e coordinatorv1.Endpoint) steps.Format {
+func FormatOf(e coordinatorv1.Endpoint) legs.Format {
 	switch e {
 	case coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS:
-		return steps.FormatChat
+		return legs.FormatChat
 	case coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS:
-		return steps.FormatCompletions
+		return legs.FormatCompletions
 	case coordinatorv1.Endpoint_ENDPOINT_RESPONSES:
-		return steps.FormatResponses
+		return legs.FormatResponses
 	case coordinatorv1.Endpoint_ENDPOINT_MESSAGES:
-		return steps.FormatMessages
+		return legs.FormatMessages
 	default:
-		return steps.FormatGenerate
+		return legs.FormatGenerate
 	}
 }
 

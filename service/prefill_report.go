@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/coordinator-project/coordinator/steps/builtin"
+
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -23,7 +25,7 @@ func (c *Coordinator) reportPrefill(ctx context.Context, rc *steps.RequestContex
 		c.log.LogAttrs(ctx, slog.LevelWarn, "prefill failed, decode serves the request alone",
 			slog.String("request_id", rc.RequestID), slog.String("reason", f.Reason), slog.String("error", f.Err.Error()))
 	}
-	if err != nil && rc.PD.Done && stepSkipped(rc.Timings, steps.DecodeType) {
+	if err != nil && rc.PD.Done && stepSkipped(rc.Timings, builtin.DecodeType) {
 		c.log.LogAttrs(ctx, slog.LevelInfo, "request ended between prefill and decode; the prefill worker's timeout frees its KV blocks",
 			slog.String("request_id", rc.RequestID))
 	}

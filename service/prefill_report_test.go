@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/steps/builtin"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -18,8 +20,8 @@ import (
 
 func TestReportPrefill(t *testing.T) {
 	t.Parallel()
-	ran := []steps.Timing{{Step: steps.PrefillType, Outcome: steps.OutcomeOK}, {Step: steps.DecodeType, Outcome: steps.OutcomeOK}}
-	notReached := []steps.Timing{{Step: steps.PrefillType, Outcome: steps.OutcomeOK}, {Step: steps.DecodeType, Outcome: steps.OutcomeSkipped}}
+	ran := []steps.Timing{{Step: builtin.PrefillType, Outcome: steps.OutcomeOK}, {Step: builtin.DecodeType, Outcome: steps.OutcomeOK}}
+	notReached := []steps.Timing{{Step: builtin.PrefillType, Outcome: steps.OutcomeOK}, {Step: builtin.DecodeType, Outcome: steps.OutcomeSkipped}}
 	cancelled := errors.New("pipeline cancelled: context canceled")
 	tests := []struct {
 		name      string
@@ -38,7 +40,7 @@ func TestReportPrefill(t *testing.T) {
 			err: cancelled, log: `level=INFO msg="request ended between prefill and decode; the prefill worker's timeout frees its KV blocks" request_id=r2`},
 		{name: "served", rc: steps.RequestContext{RequestID: "r3", Timings: ran, PD: pd.State{Done: true}}},
 		{name: "failed in decode", rc: steps.RequestContext{RequestID: "r4",
-			Timings: []steps.Timing{{Step: steps.PrefillType}, {Step: steps.DecodeType, Outcome: steps.OutcomeError}}, PD: pd.State{Done: true}}, err: cancelled},
+			Timings: []steps.Timing{{Step: builtin.PrefillType}, {Step: builtin.DecodeType, Outcome: steps.OutcomeError}}, PD: pd.State{Done: true}}, err: cancelled},
 		{name: "failed before prefill", rc: steps.RequestContext{RequestID: "r5", Timings: notReached}, err: cancelled},
 	}
 	for _, tt := range tests {

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/internal/requestbody"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -12,7 +15,6 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/inproc"
-	"github.com/coordinator-project/coordinator/steps"
 )
 
 func TestNewRequestContextReadsOnlyUnambiguousBodies(t *testing.T) {
@@ -45,7 +47,7 @@ func TestNewRequestContextReadsOnlyUnambiguousBodies(t *testing.T) {
 			t.Parallel()
 			rc, err := newRequestContext(context.Background(), "req-1", &coordinatorv1.OpenAIRequest{
 				Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: []byte(tt.body),
-			}, steps.DocumentLimits{})
+			}, requestbody.Limits{})
 			if tt.err == "" {
 				require.NoError(t, err)
 				assert.Equal(t, tt.stream, rc.Stream)
@@ -74,31 +76,31 @@ func nestedArrays(n int) string {
 func TestNewRequestContextTakesTheFrontsDocument(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"model":"m","stream":true,"messages":[]}`)
-	doc, err := steps.ParseDocument(body, steps.FormatChat)
+	doc, err := requestbody.Parse(body, legs.FormatChat)
 	require.NoError(t, err)
 	ctx := inproc.WithParsedBody(context.Background(), doc)
 	in := &coordinatorv1.OpenAIRequest{Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: body}
 
-	rc, err := newRequestContext(ctx, "r", in, steps.DocumentLimits{})
+	rc, err := newRequestContext(ctx, "r", in, requestbody.Limits{})
 	require.NoError(t, err)
 	assert.Same(t, doc, rc.Doc, "the very bytes the front parsed: its document")
 	assert.Equal(t, "m", rc.Model)
 	assert.True(t, rc.Stream)
 
 	in.Json = slices.Clone(body)
-	rc, err = newRequestContext(ctx, "r", in, steps.DocumentLimits{})
+	rc, err = newRequestContext(ctx, "r", in, requestbody.Limits{})
 	require.NoError(t, err)
 	assert.NotSame(t, doc, rc.Doc, "a copy of the bytes is parsed anew")
 	assert.True(t, rc.Doc.Of(in.Json))
 
 	in.Json, in.Endpoint = body, coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS
-	rc, err = newRequestContext(ctx, "r", in, steps.DocumentLimits{})
+	rc, err = newRequestContext(ctx, "r", in, requestbody.Limits{})
 	require.NoError(t, err)
 	assert.NotSame(t, doc, rc.Doc, "another format's document is not taken")
-	assert.Equal(t, steps.FormatCompletions, rc.Doc.Format())
+	assert.Equal(t, legs.FormatCompletions, rc.Doc.Format())
 
 	bad := []byte(`{"model":`)
-	rc, err = newRequestContext(inproc.WithParsedBody(context.Background(), doc), "r", &coordinatorv1.OpenAIRequest{Json: bad}, steps.DocumentLimits{})
+	rc, err = newRequestContext(inproc.WithParsedBody(context.Background(), doc), "r", &coordinatorv1.OpenAIRequest{Json: bad}, requestbody.Limits{})
 	assert.Nil(t, rc)
 	assert.ErrorContains(t, err, "invalid JSON body", "a body that is not the document's is still checked")
 }

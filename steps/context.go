@@ -4,32 +4,12 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/coordinator-project/coordinator/internal/requestbody"
+
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/wire/features"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/internal/wire/pd"
-)
-
-// Format is the OpenAI-compatible API a body is written for (legs.Format).
-// It decides how legs are shaped and which worker path they hit.
-type Format = legs.Format
-
-// The formats, with the worker path each one posts to.
-const (
-	FormatChat        = legs.FormatChat        // POST /v1/chat/completions
-	FormatCompletions = legs.FormatCompletions // POST /v1/completions
-	FormatGenerate    = legs.FormatGenerate    // POST /inference/v1/generate (tokens-in)
-	FormatResponses   = legs.FormatResponses   // POST /v1/responses (OpenAI Responses)
-	FormatMessages    = legs.FormatMessages    // POST /v1/messages (Anthropic Messages)
-)
-
-// Worker paths.
-const (
-	PathChat        = legs.PathChat
-	PathCompletions = legs.PathCompletions
-	PathGenerate    = legs.PathGenerate
-	PathResponses   = legs.PathResponses
-	PathMessages    = legs.PathMessages
 )
 
 // RequestContext is the state of one request as it moves through the
@@ -45,7 +25,7 @@ type RequestContext struct {
 	// D25). Empty: RequestID.
 	LegRequestID string
 	// Format is the inbound API; Path() is the path decode posts to.
-	Format Format
+	Format legs.Format
 	// Header holds the client headers forwarded on every leg, as the
 	// header policy let them through (package headers).
 	Header headers.Forwarded
@@ -54,17 +34,17 @@ type RequestContext struct {
 	Body []byte
 	// Doc is Body validated and indexed once, with the steps' edits (see
 	// Document). The service sets it; Document() parses Body when it is nil.
-	Doc *Document
+	Doc *requestbody.Document
 	// Model and Stream are the body's top-level "model" and "stream".
 	Model  string
 	Stream bool
 
 	// Tokens is the tokenized prompt (render, or the client's tokens).
-	Tokens Tokens
+	Tokens requestbody.Tokens
 	// tokensExt caches the chat "tokens" extension every leg carries.
 	tokensExt tokensExtension
 	// Multimodal lists the prompt's images in order.
-	Multimodal []MultimodalEntry
+	Multimodal []features.MultimodalEntry
 	// ECDescriptors holds the ec_transfer_params object each encode leg
 	// answered with, in multimodal entry order (nil: that encoder sent
 	// none). The prefill step's EC connector merges them.
@@ -79,25 +59,6 @@ type RequestContext struct {
 	// Timings holds how each step went so far (Pipeline.Run appends).
 	Timings []Timing
 }
-
-// MultimodalEntry is one image of the prompt (features.MultimodalEntry).
-type MultimodalEntry = features.MultimodalEntry
-
-// Placeholder is a run of placeholder tokens in the prompt
-// (features.Placeholder).
-type Placeholder = features.Placeholder
-
-// AppendFeatures writes a features object for images: mm_hashes and
-// mm_placeholders, and kwargs_data when withKwargs (features.Append, the
-// one writer of features: of every leg, and of the body the service builds
-// for a gRPC tokens request).
-func AppendFeatures(dst []byte, images []MultimodalEntry, withKwargs bool) []byte {
-	return features.Append(dst, images, withKwargs)
-}
-
-// AnswerTooLargeError is a worker's buffered answer past its cap
-// (gateway.max_answer_size for decode): the service maps it to 502.
-type AnswerTooLargeError = legs.TooLargeError
 
 // Sink receives the answer of one request. A step calls either Response
 // once, or Events for each batch of server-sent events; the first call
@@ -130,4 +91,19 @@ func (rc *RequestContext) LegID() string {
 		return rc.LegRequestID
 	}
 	return rc.RequestID
+}
+
+// Document returns the request's document, parsing Body for the request's
+// format first when there is none yet (a context built without one, as
+// tests build them). A body that does not parse is the client's fault.
+func (rc *RequestContext) Document() (*requestbody.Document, error) {
+	if rc.Doc != nil {
+		return rc.Doc, nil
+	}
+	doc, err := requestbody.Parse(rc.Body, rc.Format)
+	if err != nil {
+		return nil, legs.Invalidf("body: %v", err)
+	}
+	rc.Doc = doc
+	return doc, nil
 }

@@ -20,8 +20,6 @@ import (
 	"errors"
 
 	"go.uber.org/fx"
-
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
 
 // Step is one configured stage of the pipeline. A Step is built once at
@@ -38,15 +36,6 @@ type Step interface {
 
 // ErrDone ends the pipeline successfully: a step answered the client.
 var ErrDone = errors.New("pipeline done")
-
-// ErrInvalidRequest marks errors caused by the client's input. Wrap it:
-// fmt.Errorf("%w: prompt must be a string or token array", ErrInvalidRequest).
-// It is legs.ErrInvalidRequest, so that the packages under steps/ mark
-// client faults with it too.
-var ErrInvalidRequest = legs.ErrInvalidRequest
-
-// Invalidf returns an ErrInvalidRequest error with a message for the client.
-func Invalidf(format string, args ...any) error { return legs.Invalidf(format, args...) }
 
 // Plugin is one step type, as the fx value group "steps" carries it. The
 // pipeline builder calls New once per occurrence of Type in the config.

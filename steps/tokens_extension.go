@@ -7,7 +7,7 @@ import "github.com/coordinator-project/coordinator/internal/wire/features"
 type tokensExtension struct {
 	json   []byte
 	ids    []byte
-	images []MultimodalEntry
+	images []features.MultimodalEntry
 }
 
 // TokensExtension returns rc's chat "tokens" extension
@@ -35,6 +35,6 @@ func sameMemory(a, b []byte) bool {
 }
 
 // sameEntries reports whether a and b are the same slice.
-func sameEntries(a, b []MultimodalEntry) bool {
+func sameEntries(a, b []features.MultimodalEntry) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

@@ -12,6 +12,8 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/coordinator-project/coordinator/steps/builtin"
+
 	"go.uber.org/dig"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
@@ -24,7 +26,6 @@ import (
 	"github.com/coordinator-project/coordinator/service/logging"
 	"github.com/coordinator-project/coordinator/service/rest"
 	"github.com/coordinator-project/coordinator/service/tracing"
-	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/asyncbroker"
 )
 
@@ -99,7 +100,7 @@ func App(cfg config.Config, log *slog.Logger) fx.Option {
 		fx.StopTimeout(cfg.Server.ShutdownTimeout+stopGrace),
 		kv.Module,
 		ec.Module,
-		steps.Module,
+		builtin.Module,
 		asyncbroker.Module,
 		admission.Module,
 		tracing.Module,

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/steps/builtin"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
@@ -34,8 +36,8 @@ var loopbackMedia = fx.Decorate(fx.Annotate(
 	func(plugins []steps.Plugin) []steps.Plugin {
 		out := make([]steps.Plugin, 0, len(plugins))
 		for _, p := range plugins {
-			if p.Type == steps.ReplaceMediaURLsType {
-				p = steps.NewReplaceMediaURLsPluginWith(media.WithPolicy(func(netip.Addr) error { return nil }))
+			if p.Type == builtin.ReplaceMediaURLsType {
+				p = builtin.NewReplaceMediaURLsPluginWith(media.WithPolicy(func(netip.Addr) error { return nil }))
 			}
 			out = append(out, p)
 		}

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/requestbody"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+
 	"buf.build/go/protovalidate"
 	grpcvalidate "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/protovalidate"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
@@ -19,7 +22,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/steps"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -295,7 +297,7 @@ func TestFrontStreamsHandOverAndEnd(t *testing.T) {
 	t.Parallel()
 	svc := &echoService{events: 100, ended: make(chan error, 1)}
 	client := newTestChannel(t, svc, 1<<10)
-	doc, err := steps.ParseDocument([]byte(`{}`), steps.FormatChat)
+	doc, err := requestbody.Parse([]byte(`{}`), legs.FormatChat)
 	require.NoError(t, err)
 	ctx := WithParsedBody(context.Background(), doc)
 	stream, err := client.GenerateStream(ctx, &coordinatorv1.GenerateStreamRequest{

@@ -3,10 +3,12 @@ package inproc
 import (
 	"context"
 
+	"github.com/coordinator-project/coordinator/internal/requestbody"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+
 	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/steps"
 )
 
 // The REST front parses each inference body once, to answer a malformed
@@ -20,7 +22,7 @@ import (
 // frontCall is the REST front's call through the Channel: the document of
 // the body it parsed, and the stream it opened, which EndStreams ends.
 type frontCall struct {
-	doc    *steps.Document
+	doc    *requestbody.Document
 	stream *stream
 }
 
@@ -33,7 +35,7 @@ type frontCallKey struct{}
 // sent, nor the handler its reply once returned, and a stream's message is
 // the caller's only until its next RecvMsg, when the handler may reuse it.
 // A caller that opens a stream on ctx calls EndStreams once done with it.
-func WithParsedBody(ctx context.Context, doc *steps.Document) context.Context {
+func WithParsedBody(ctx context.Context, doc *requestbody.Document) context.Context {
 	return context.WithValue(ctx, frontCallKey{}, &frontCall{doc: doc})
 }
 
@@ -66,7 +68,7 @@ func CheckedByFront(ctx context.Context) bool { return frontCallOf(ctx) != nil }
 
 // ParsedBody returns the document WithParsedBody put in ctx when it was
 // parsed from these very bytes for format f, else nil.
-func ParsedBody(ctx context.Context, body []byte, f steps.Format) *steps.Document {
+func ParsedBody(ctx context.Context, body []byte, f legs.Format) *requestbody.Document {
 	fc := frontCallOf(ctx)
 	if fc == nil || !fc.doc.Of(body) || fc.doc.Format() != f {
 		return nil

@@ -4,12 +4,14 @@ import (
 	"context"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/internal/requestbody"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/steps"
 )
 
 // sameBytesService records whether each call's request arrived as the
@@ -33,13 +35,13 @@ func (s *sameBytesService) GenerateStream(req *coordinatorv1.GenerateStreamReque
 
 func (s *sameBytesService) record(ctx context.Context, in *coordinatorv1.OpenAIRequest) {
 	s.same <- &in.GetJson()[0] == &s.want[0]
-	s.parsed <- ParsedBody(ctx, in.GetJson(), steps.FormatChat) != nil
+	s.parsed <- ParsedBody(ctx, in.GetJson(), legs.FormatChat) != nil
 }
 
 func TestChannelHandsParsedRequestsOver(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"model":"m"}`)
-	doc, err := steps.ParseDocument(body, steps.FormatChat)
+	doc, err := requestbody.Parse(body, legs.FormatChat)
 	require.NoError(t, err)
 	svc := &sameBytesService{want: body, same: make(chan bool, 1), parsed: make(chan bool, 1)}
 	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, testChain(t), 1<<10)

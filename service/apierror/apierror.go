@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -37,7 +39,7 @@ func FromError(err error, requestID string) *status.Status {
 	var te *gateway.TransportError
 	var ie *pd.IncompleteKVError
 	var of originFailure
-	var tooLarge *steps.AnswerTooLargeError
+	var tooLarge *legs.TooLargeError
 	switch {
 	case errors.Is(err, context.Canceled):
 		return status.New(codes.Canceled, "request cancelled")
@@ -50,7 +52,7 @@ func FromError(err error, requestID string) *status.Status {
 			&coordinatorv1.UpstreamError{Leg: tooLarge.Cap.Leg})
 	case errors.As(err, &se):
 		return upstreamStatus(se, requestID)
-	case errors.Is(err, steps.ErrInvalidRequest):
+	case errors.Is(err, legs.ErrInvalidRequest):
 		return status.New(codes.InvalidArgument, fmt.Sprintf("%v (request_id: %s)", err, requestID))
 	case errors.As(err, &te):
 		return transportStatus(te, requestID)

@@ -45,7 +45,7 @@ func TestFromErrorAndHTTPStatus(t *testing.T) {
 		message    string
 		relayBody  string
 	}{
-		{name: "client fault", err: fmt.Errorf("step \"render\": %w", steps.Invalidf("prompt must be a string or token array")),
+		{name: "client fault", err: fmt.Errorf("step \"render\": %w", legs.Invalidf("prompt must be a string or token array")),
 			code: codes.InvalidArgument, httpStatus: 400, message: "prompt must be a string or token array (request_id: rid)"},
 		{name: "render 422 passes through without its body", err: &gateway.StatusError{Leg: "render", StatusCode: 422, Body: []byte("bad tokens")},
 			code: codes.InvalidArgument, httpStatus: 422, message: "render rejected the request: HTTP 422 (request_id: rid)"},

@@ -3,8 +3,9 @@ package apierror
 import (
 	"net/http"
 
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
-	"github.com/coordinator-project/coordinator/steps"
 )
 
 // Dialect is the error shape of the API a client speaks: each front door
@@ -29,11 +30,11 @@ const (
 )
 
 // DialectOf is the dialect of a request body's API.
-func DialectOf(f steps.Format) Dialect {
+func DialectOf(f legs.Format) Dialect {
 	switch f {
-	case steps.FormatResponses:
+	case legs.FormatResponses:
 		return DialectResponses
-	case steps.FormatMessages:
+	case legs.FormatMessages:
 		return DialectMessages
 	}
 	return DialectOpenAI

@@ -4,20 +4,21 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/service/apierror"
-	"github.com/coordinator-project/coordinator/steps"
 )
 
 func TestDialectOf(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, apierror.DialectOpenAI, apierror.DialectOf(steps.FormatChat))
-	assert.Equal(t, apierror.DialectOpenAI, apierror.DialectOf(steps.FormatCompletions))
-	assert.Equal(t, apierror.DialectOpenAI, apierror.DialectOf(steps.FormatGenerate))
-	assert.Equal(t, apierror.DialectResponses, apierror.DialectOf(steps.FormatResponses))
-	assert.Equal(t, apierror.DialectMessages, apierror.DialectOf(steps.FormatMessages))
+	assert.Equal(t, apierror.DialectOpenAI, apierror.DialectOf(legs.FormatChat))
+	assert.Equal(t, apierror.DialectOpenAI, apierror.DialectOf(legs.FormatCompletions))
+	assert.Equal(t, apierror.DialectOpenAI, apierror.DialectOf(legs.FormatGenerate))
+	assert.Equal(t, apierror.DialectResponses, apierror.DialectOf(legs.FormatResponses))
+	assert.Equal(t, apierror.DialectMessages, apierror.DialectOf(legs.FormatMessages))
 }
 
 func TestAppendErrorByDialect(t *testing.T) {

@@ -16,10 +16,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/requestbody"
+
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
-	"github.com/coordinator-project/coordinator/steps"
 )
 
 // Config is the whole config file. Keys are the `param` tags; every scalar key
@@ -353,8 +354,8 @@ func (s Server) MaxRequestBodyBytes() int64 {
 // DocumentLimits are the bounds on a request body's structure
 // (server.max_messages, max_content_blocks, max_json_nodes; 0 takes the
 // default).
-func (s Server) DocumentLimits() steps.DocumentLimits {
-	return steps.DocumentLimits{Messages: s.MaxMessages, ContentBlocks: s.MaxContentBlocks, JSONNodes: s.MaxJSONNodes}
+func (s Server) DocumentLimits() requestbody.Limits {
+	return requestbody.Limits{Messages: s.MaxMessages, ContentBlocks: s.MaxContentBlocks, JSONNodes: s.MaxJSONNodes}
 }
 
 // MemoryBudgetBytes is the memory budget in bytes: MemoryBudget, or the

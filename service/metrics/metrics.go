@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coordinator-project/coordinator/steps/builtin"
+
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -326,7 +328,7 @@ func (m *Metrics) InterToken(api, endpoint string) prometheus.Observer {
 func (m *Metrics) Steps(timings []steps.Timing) {
 	for _, t := range timings {
 		m.steps.WithLabelValues(t.Step, string(t.Outcome)).Observe(t.Duration.Seconds())
-		if t.Step == steps.ConditionalDecodeType {
+		if t.Step == builtin.ConditionalDecodeType {
 			switch t.Outcome {
 			case steps.OutcomeDoneEarly:
 				m.conditional.WithLabelValues("hit").Inc()

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinator-project/coordinator/steps/builtin"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
@@ -25,7 +27,6 @@ import (
 	"github.com/coordinator-project/coordinator/service/rest"
 	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/sim"
-	"github.com/coordinator-project/coordinator/steps"
 )
 
 // fuzzRoutes are the REST routes that run the pipeline; the fuzz input's
@@ -147,7 +148,7 @@ pipeline:
 	app := fxtest.New(f,
 		fx.Supply(cfg, logging.NewLogger(io.Discard, cfg.LogLevel)),
 		fx.NopLogger,
-		kv.Module, ec.Module, steps.Module, admission.Module, tracing.Module, service.Module, rest.Module,
+		kv.Module, ec.Module, builtin.Module, admission.Module, tracing.Module, service.Module, rest.Module,
 		fx.Invoke(func(r *admission.Readiness) { r.Set(true) }),
 		fx.Populate(&addrs),
 	)

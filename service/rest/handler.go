@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/requestbody"
+
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/protobuf/proto"
 
@@ -42,7 +44,7 @@ type Handler struct {
 	// (server.trust_client_transfer_params).
 	trustTransfer bool
 	// limits bound a body's structure as it is parsed (zero: the defaults).
-	limits steps.DocumentLimits
+	limits requestbody.Limits
 	// trusted are the routing headers a client may set
 	// (server.trusted_routing_headers).
 	trusted headers.Trusted
@@ -175,7 +177,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 	}
 	// The one parse of the body: the service takes the document from the
 	// call's context (inproc.WithParsedBody).
-	doc, err := steps.ParseDocumentLimits(data, b.format, h.limits)
+	doc, err := requestbody.ParseLimited(data, b.format, h.limits)
 	if err != nil {
 		writeAPIError(w, b.dialect, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
 		return

@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/coordinator-project/coordinator/internal/requestbody"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/metrics"
-	"github.com/coordinator-project/coordinator/steps"
 )
 
 // The passthrough fails closed. A worker's server (uvicorn, then
@@ -123,7 +125,7 @@ func (h *Handler) passJSON(r *http.Request, id string, data []byte) ([]byte, boo
 	if len(data) == 0 {
 		return data, true, nil
 	}
-	doc, err := steps.ParseDocumentLimits(data, steps.FormatChat, h.limits)
+	doc, err := requestbody.ParseLimited(data, legs.FormatChat, h.limits)
 	if err != nil {
 		return nil, false, err
 	}
@@ -137,7 +139,7 @@ func (h *Handler) passJSON(r *http.Request, id string, data []byte) ([]byte, boo
 	if h.trustTransfer {
 		return data, true, nil
 	}
-	dropped := steps.DropTransferParams(obj)
+	dropped := requestbody.DropTransferParams(obj)
 	if dropped == nil {
 		return data, true, nil
 	}

@@ -6,6 +6,9 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/requestbody"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
@@ -13,7 +16,6 @@ import (
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/apierror"
-	"github.com/coordinator-project/coordinator/steps"
 )
 
 // binding is where an endpoint's requests go on the gateway mux: the paths
@@ -21,7 +23,7 @@ import (
 // ":stream" ones are reachable only through the front), and the endpoint's
 // value of the query key openai.endpoint.
 type binding struct {
-	format           steps.Format
+	format           legs.Format
 	dialect          apierror.Dialect
 	path, streamPath string
 	endpoint         []string
@@ -74,7 +76,7 @@ var jsonContentType = []string{"application/json"}
 // streamError); answerWriter gives a stream's error before its first
 // event the REST front's status and body, and bounds each write of a
 // stream.
-func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, c call, doc *steps.Document, stream bool) {
+func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, c call, doc *requestbody.Document, stream bool) {
 	x := &exchange{call: c, body: bodyReader{data: doc.Bytes()}, url: *r.URL}
 	x.w = answerWriter{ResponseWriter: w, call: &x.call, stream: stream, h: h}
 	ctx := inproc.WithParsedBody(r.Context(), doc)

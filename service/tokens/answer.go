@@ -8,10 +8,11 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/coordinator-project/coordinator/steps/builtin"
+
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
-	"github.com/coordinator-project/coordinator/steps"
 )
 
 // This file reads the decode worker's answers to a tokens request, vLLM's
@@ -363,7 +364,7 @@ func workerError(a *generateAnswer, data []byte) error {
 		code = v
 	}
 	return &gateway.StatusError{
-		Leg:         steps.DecodeType,
+		Leg:         builtin.DecodeType,
 		StatusCode:  code,
 		ContentType: "application/json",
 		Body:        bytes.Clone(data),

@@ -4,6 +4,10 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/coordinator-project/coordinator/internal/requestbody"
+	"github.com/coordinator-project/coordinator/internal/wire/features"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/steps"
@@ -20,11 +24,11 @@ func NewRequestContext(ctx context.Context, id, legID string, in *coordinatorv1.
 	return &steps.RequestContext{
 		RequestID:    id,
 		LegRequestID: legID,
-		Format:       steps.FormatGenerate,
+		Format:       legs.FormatGenerate,
 		Body:         body,
 		Model:        in.GetModel(),
 		Stream:       stream,
-		Tokens:       steps.NewTokensEncoded(in.GetTokenIds(), body[idsAt:idsEnd:idsEnd]),
+		Tokens:       requestbody.NewTokensEncoded(in.GetTokenIds(), body[idsAt:idsEnd:idsEnd]),
 		Multimodal:   multimodalEntries(in.GetFeatures()),
 	}
 }
@@ -62,7 +66,7 @@ func writeTokensBody(b []byte, id string, in *coordinatorv1.TokensRequest, strea
 	idsEnd = len(b)
 	if f := in.GetFeatures(); len(f.GetMmHashes()) > 0 {
 		b = append(b, `,"features":`...)
-		b = steps.AppendFeatures(b, multimodalEntries(f), len(f.GetKwargsData()) > 0)
+		b = features.Append(b, multimodalEntries(f), len(f.GetKwargsData()) > 0)
 	}
 	b = append(b, `,"sampling_params":`...)
 	b = appendSamplingParams(b, in.GetSampling())
@@ -202,17 +206,17 @@ func featuresSize(f *coordinatorv1.MultimodalFeatures) int {
 
 // multimodalEntries types the request's images for the steps, as render's
 // generate branch reads them from the body.
-func multimodalEntries(f *coordinatorv1.MultimodalFeatures) []steps.MultimodalEntry {
+func multimodalEntries(f *coordinatorv1.MultimodalFeatures) []features.MultimodalEntry {
 	hashes := f.GetMmHashes()
 	if len(hashes) == 0 {
 		return nil
 	}
 	placeholders, kwargs := f.GetMmPlaceholders(), f.GetKwargsData()
-	entries := make([]steps.MultimodalEntry, len(hashes))
+	entries := make([]features.MultimodalEntry, len(hashes))
 	for i, h := range hashes {
-		e := steps.MultimodalEntry{Index: i, Hash: h, KwargsData: []byte("null")}
+		e := features.MultimodalEntry{Index: i, Hash: h, KwargsData: []byte("null")}
 		if i < len(placeholders) { // parallel: the request's rules checked it
-			e.Placeholder = steps.Placeholder{Offset: int(placeholders[i].GetOffset()), Length: int(placeholders[i].GetLength())}
+			e.Placeholder = features.Placeholder{Offset: int(placeholders[i].GetOffset()), Length: int(placeholders[i].GetLength())}
 		}
 		if i < len(kwargs) {
 			e.KwargsData = appendKwargs(nil, kwargs[i])

@@ -5,13 +5,15 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/internal/wire/features"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/steps"
 )
 
 func TestAppendTokensBody(t *testing.T) {
@@ -134,15 +136,15 @@ func TestNewTokensContext(t *testing.T) {
 	}}
 	rc := NewRequestContext(ctx, "id-1", "id-1", in, true)
 	assert.Equal(t, "id-1", rc.RequestID)
-	assert.Equal(t, steps.FormatGenerate, rc.Format)
+	assert.Equal(t, legs.FormatGenerate, rc.Format)
 	assert.Equal(t, "m", rc.Model)
 	assert.True(t, rc.Stream)
 	assert.Equal(t, []uint32{1, 2, 3, 4}, rc.Tokens.IDs())
 	assert.Zero(t, rc.Header.Len(), "the service adds the headers its policy lets through")
 	assert.Equal(t, string(appendTokensBody(nil, "id-1", in, true)), string(rc.Body))
-	assert.Equal(t, []steps.MultimodalEntry{
-		{Index: 0, Hash: "ha", KwargsData: []byte(`"T"`), Placeholder: steps.Placeholder{Offset: 1, Length: 1}},
-		{Index: 1, Hash: "hb", KwargsData: []byte(`null`), Placeholder: steps.Placeholder{Offset: 2, Length: 2}},
+	assert.Equal(t, []features.MultimodalEntry{
+		{Index: 0, Hash: "ha", KwargsData: []byte(`"T"`), Placeholder: features.Placeholder{Offset: 1, Length: 1}},
+		{Index: 1, Hash: "hb", KwargsData: []byte(`null`), Placeholder: features.Placeholder{Offset: 2, Length: 2}},
 	}, rc.Multimodal)
 
 	rc = NewRequestContext(context.Background(), "id-2", "id-2", &coordinatorv1.TokensRequest{Model: "m", TokenIds: []uint32{1}}, false)

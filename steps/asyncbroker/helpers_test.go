@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -103,7 +105,7 @@ func brokerRequest(t *testing.T, body string, header map[string]string) (*steps.
 	require.NoError(t, err)
 	rc := &steps.RequestContext{
 		RequestID: "req-test-1",
-		Format:    steps.FormatChat,
+		Format:    legs.FormatChat,
 		Body:      []byte(body),
 		Sink:      &steptest.Sink{},
 	}

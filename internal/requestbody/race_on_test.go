@@ -1,0 +1,7 @@
+//go:build race
+
+package requestbody
+
+// raceEnabled: the race detector is on, and allocations are not what they
+// are without it.
+const raceEnabled = true

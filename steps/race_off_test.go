@@ -1,7 +1,0 @@
-//go:build !race
-
-package steps
-
-// raceEnabled: the race detector is on, and allocations are not what they
-// are without it.
-const raceEnabled = false
