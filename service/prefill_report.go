@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/coordinator-project/coordinator/steps/builtin"
-
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -25,18 +23,8 @@ func (c *Coordinator) reportPrefill(ctx context.Context, rc *steps.RequestContex
 		c.log.LogAttrs(ctx, slog.LevelWarn, "prefill failed, decode serves the request alone",
 			slog.String("request_id", rc.RequestID), slog.String("reason", f.Reason), slog.String("error", f.Err.Error()))
 	}
-	if err != nil && rc.PD.Done && stepSkipped(rc.Timings, builtin.DecodeType) {
+	if err != nil && rc.PD.Done && !rc.PD.DecodeSent {
 		c.log.LogAttrs(ctx, slog.LevelInfo, "request ended between prefill and decode; the prefill worker's timeout frees its KV blocks",
 			slog.String("request_id", rc.RequestID))
 	}
-}
-
-// stepSkipped reports whether the step was configured and not reached.
-func stepSkipped(timings []steps.Timing, step string) bool {
-	for _, t := range timings {
-		if t.Step == step {
-			return t.Outcome == steps.OutcomeSkipped
-		}
-	}
-	return false
 }

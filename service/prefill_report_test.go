@@ -40,7 +40,7 @@ func TestReportPrefill(t *testing.T) {
 			err: cancelled, log: `level=INFO msg="request ended between prefill and decode; the prefill worker's timeout frees its KV blocks" request_id=r2`},
 		{name: "served", rc: steps.RequestContext{RequestID: "r3", Timings: ran, PD: pd.State{Done: true}}},
 		{name: "failed in decode", rc: steps.RequestContext{RequestID: "r4",
-			Timings: []steps.Timing{{Step: builtin.PrefillType}, {Step: builtin.DecodeType, Outcome: steps.OutcomeError}}, PD: pd.State{Done: true}}, err: cancelled},
+			Timings: []steps.Timing{{Step: builtin.PrefillType}, {Step: builtin.DecodeType, Outcome: steps.OutcomeError}}, PD: pd.State{Done: true, DecodeSent: true}}, err: cancelled},
 		{name: "failed before prefill", rc: steps.RequestContext{RequestID: "r5", Timings: notReached}, err: cancelled},
 	}
 	for _, tt := range tests {

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/coordinator-project/coordinator/steps/builtin"
-
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
@@ -364,7 +362,7 @@ func workerError(a *generateAnswer, data []byte) error {
 		code = v
 	}
 	return &gateway.StatusError{
-		Leg:         builtin.DecodeType,
+		Leg:         gateway.ProfileDecode,
 		StatusCode:  code,
 		ContentType: "application/json",
 		Body:        bytes.Clone(data),

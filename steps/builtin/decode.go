@@ -64,6 +64,7 @@ func (d *Decode) Execute(ctx context.Context, rc *steps.RequestContext) error {
 	if err != nil {
 		return err
 	}
+	rc.PD.DecodeSent = true
 	resp, err := d.gateway.Post(ctx, gateway.Request{
 		Leg:       DecodeType,
 		Path:      rc.Format.Path(),
@@ -89,8 +90,8 @@ func (d *Decode) Execute(ctx context.Context, rc *steps.RequestContext) error {
 const answerCapKey = "gateway.max_answer_size"
 
 // answerCap is the cap on a buffered answer of the decode leg named leg.
-func answerCap(gateway *gateway.Client, leg string) legs.Cap {
-	return legs.Cap{Leg: leg, Max: gateway.MaxAnswer(), Key: answerCapKey}
+func answerCap(gw *gateway.Client, leg string) legs.Cap {
+	return legs.Cap{Leg: leg, Max: gw.MaxAnswer(), Key: answerCapKey}
 }
 
 func (d *Decode) answerCap() legs.Cap { return answerCap(d.gateway, DecodeType) }
@@ -168,7 +169,7 @@ func decodeBody(rc *steps.RequestContext, kvParams []byte, imageUUIDs bool) ([][
 // (pd.AnswerSink): when prefillRan (its leg took the KV of the prefill that
 // ran) it applies D21 to the usage and merges the prefill's prompt
 // logprobs (D22); for every answer it records the usage in rc.PD.Usage.
-func answerSink(rc *steps.RequestContext, prefillRan bool) relay.Sink {
+func answerSink(rc *steps.RequestContext, prefillRan bool) legs.Sink {
 	r := pd.Request{Format: rc.Format, Stream: rc.Stream, Usage: &rc.PD.Usage}
 	if prefillRan {
 		r.Prefill = &rc.PD.Answer

@@ -42,6 +42,7 @@ func TestDecodeRelaysJSONAndSendsTheBodyUnchanged(t *testing.T) {
 		Header: headers.NewForwarded("authorization", "Bearer t")}
 	err := newDecode(t, gw.URL, nil).Execute(context.Background(), rc)
 	require.ErrorIs(t, err, steps.ErrDone)
+	assert.True(t, rc.PD.DecodeSent, "the service reads it to log a request that ended between prefill and decode")
 
 	sentLegs := gw.Legs()
 	require.Len(t, sentLegs, 1)
@@ -209,6 +210,7 @@ func TestDecodeGenerateRejectsNonObjectSamplingParams(t *testing.T) {
 	err := newDecode(t, gw.URL, nil).Execute(context.Background(), rc)
 	assert.ErrorIs(t, err, legs.ErrInvalidRequest)
 	assert.Empty(t, gw.Legs(), "nothing is sent for a bad body")
+	assert.False(t, rc.PD.DecodeSent)
 }
 
 func TestDecodeRejectsUnknownConnector(t *testing.T) {

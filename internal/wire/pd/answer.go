@@ -9,7 +9,6 @@ import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
-	"github.com/coordinator-project/coordinator/internal/wire/relay"
 )
 
 // This file holds the answer side of decisions D21 and D22: what the
@@ -143,7 +142,7 @@ type Request struct {
 // after a prefill (r.Prefill set) it applies D21 to the usage and merges
 // the prefill's prompt logprobs (D22); for every answer it records the
 // usage in *r.Usage.
-func AnswerSink(next relay.Sink, r Request) relay.Sink {
+func AnswerSink(next legs.Sink, r Request) legs.Sink {
 	s := &clientAnswer{next: next, format: r.Format, prefill: r.Prefill, usage: r.Usage}
 	if s.prefill != nil && s.prefill.Echo != nil && r.Stream {
 		s.echo = newEchoStream(s.prefill.Echo)
@@ -153,7 +152,7 @@ func AnswerSink(next relay.Sink, r Request) relay.Sink {
 
 // clientAnswer is AnswerSink's sink.
 type clientAnswer struct {
-	next    relay.Sink
+	next    legs.Sink
 	format  legs.Format
 	prefill *PrefillAnswer // nil: no prefill ran, D21 and D22 do not apply
 	usage   *Usage
@@ -186,10 +185,10 @@ func hasKey(text, quoted []byte) bool {
 	}
 }
 
-// Header implements relay.Sink: the worker's answer header goes on unchanged.
+// Header implements legs.Sink: the worker's answer header goes on unchanged.
 func (s *clientAnswer) Header(h http.Header) { s.next.Header(h) }
 
-// Response implements relay.Sink.
+// Response implements legs.Sink.
 func (s *clientAnswer) Response(status int, contentType string, body []byte) error {
 	if s.prefill == nil && !hasKey(body, usageKey) {
 		return s.next.Response(status, contentType, body) // nothing to read or change
@@ -208,7 +207,7 @@ func (s *clientAnswer) Response(status int, contentType string, body []byte) err
 	return s.next.Response(status, contentType, body)
 }
 
-// Events implements relay.Sink.
+// Events implements legs.Sink.
 func (s *clientAnswer) Events(data [][]byte, names []string) error {
 	batch := data
 	for i, ev := range data {
@@ -381,4 +380,4 @@ func editChoices(obj *jsonbody.Object, edit func(*jsonbody.Object) bool) bool {
 	return true
 }
 
-var _ relay.Sink = (*clientAnswer)(nil)
+var _ legs.Sink = (*clientAnswer)(nil)

@@ -14,6 +14,10 @@ type State struct {
 	// with; nil when it sent none. Done says whether a prefill ran.
 	KVParams json.RawMessage
 	Done     bool
+	// DecodeSent says the decode step sent its leg: a request that ends
+	// after Done and before it leaves the prompt's KV on the prefill worker
+	// until that worker's timeout.
+	DecodeSent bool
 	// Fallback is set when the prefill leg failed and the prefill step let
 	// decode serve the request alone (its fallback_to_decode); nil
 	// otherwise. The service logs and counts it.

@@ -20,27 +20,13 @@ import (
 // maxEventSize bounds one server-sent event from a worker.
 const maxEventSize = 16 << 20
 
-// Sink is what the relay writes the answer to (steps.Sink, whose contract
-// it follows: Header once, then Response once or Events per batch).
-type Sink interface {
-	// Header delivers the header of the worker's answer.
-	Header(h http.Header)
-	// Response delivers a whole answer: status, content type and body.
-	Response(status int, contentType string, body []byte) error
-	// Events delivers the data of server-sent events that arrived together,
-	// and their types (names: nil when none of them has an "event:" field,
-	// else parallel to data, "" for an event without one); the slices are
-	// valid only during the call.
-	Events(data [][]byte, names []string) error
-}
-
 // Answer passes a worker's 2xx answer to the sink: its header, then each
 // server-sent event as it arrives when the worker streams, otherwise the
 // whole body, read within c (legs.ReadBody: a longer body is a
 // *legs.TooLargeError) and drawn from ctx's account. It closes the
 // response body, before its end on an error, which closes the leg's
 // connection.
-func Answer(ctx context.Context, resp *http.Response, sink Sink, c legs.Cap) error {
+func Answer(ctx context.Context, resp *http.Response, sink legs.Sink, c legs.Cap) error {
 	defer resp.Body.Close()
 	sink.Header(resp.Header)
 	ct := resp.Header.Get("Content-Type")
@@ -69,7 +55,7 @@ var batches = sync.Pool{New: func() any { return &batch{} }}
 // comments and the other fields are dropped; a multi-line data field is
 // joined with "\n" as the SSE spec says. An event with a type but no data
 // is not dispatched (SSE spec).
-func relayEvents(r io.Reader, sink Sink) error {
+func relayEvents(r io.Reader, sink legs.Sink) error {
 	e := eventRelay{lines: newLineReader(r)}
 	defer e.release()
 	return e.run(sink)
@@ -94,7 +80,7 @@ func (e *eventRelay) dropBatch() {
 	e.batch = nil
 }
 
-func (e *eventRelay) run(sink Sink) error {
+func (e *eventRelay) run(sink legs.Sink) error {
 	for {
 		line, err := e.lines.readLine()
 		if e.batch == nil {
@@ -212,7 +198,7 @@ func (b *batch) recycle() {
 }
 
 // flush hands the complete events to the sink and empties the batch.
-func (b *batch) flush(sink Sink) error {
+func (b *batch) flush(sink legs.Sink) error {
 	if len(b.ends) == 0 {
 		return nil
 	}
