@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/internal/requestbody"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 
@@ -25,7 +26,6 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
-	"github.com/coordinator-project/coordinator/internal/inproc"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/admission"
@@ -201,7 +201,7 @@ func (c *Coordinator) finish(ctx context.Context, rc *steps.RequestContext, answ
 // apiOf is the API a call on ctx arrived by: REST for the REST front's
 // calls in process, else gRPC.
 func apiOf(ctx context.Context) string {
-	if inproc.Called(ctx) {
+	if frontdoor.Of(ctx) == frontdoor.REST {
 		return metrics.APIREST
 	}
 	return metrics.APIGRPC
@@ -292,7 +292,7 @@ func settleRequestID(ctx context.Context, fromMessage string) (id string, minted
 // headers from the call metadata.
 func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest, lim requestbody.Limits) (*steps.RequestContext, error) {
 	format := FormatOf(in.GetEndpoint())
-	doc := inproc.ParsedBody(ctx, in.GetJson(), format)
+	doc := frontdoor.ParsedBody(ctx, in.GetJson(), format)
 	if doc == nil {
 		var err error
 		if doc, err = requestbody.ParseLimited(in.GetJson(), format, lim); err != nil {

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/inproc"
+	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/logging"
@@ -126,7 +126,7 @@ func NewGRPCServer(svc *Coordinator, chain *Interceptors, healthSrv *health.Serv
 // find nothing there, at a cost of several microseconds a call.
 func unlessCheckedUnary(validate grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if inproc.CheckedByFront(ctx) {
+		if frontdoor.Checked(ctx) {
 			return handler(ctx, req)
 		}
 		return validate(ctx, req, info, handler)
@@ -136,7 +136,7 @@ func unlessCheckedUnary(validate grpc.UnaryServerInterceptor) grpc.UnaryServerIn
 // unlessCheckedStream is unlessCheckedUnary for streams.
 func unlessCheckedStream(validate grpc.StreamServerInterceptor) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if inproc.CheckedByFront(ss.Context()) {
+		if frontdoor.Checked(ss.Context()) {
 			return handler(srv, ss)
 		}
 		return validate(srv, ss, info, handler)

@@ -38,7 +38,7 @@ func TestInterceptorsRunInProcess(t *testing.T) {
 	t.Parallel()
 	chain, err := NewInterceptors(slog.New(slog.DiscardHandler), ChainOptions{})
 	require.NoError(t, err)
-	ch := inproc.NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, panicService{}, inproc.Chain{Unary: chain.Unary, Stream: chain.Stream}, 1<<10)
+	ch := inproc.NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, panicService{}, inproc.Options{Unary: chain.Unary, Stream: chain.Stream, MaxRecv: 1 << 10})
 	t.Cleanup(ch.Close)
 	client := coordinatorv1.NewCoordinatorServiceClient(ch)
 	chat := func(id string) *coordinatorv1.GenerateRequest {

@@ -13,8 +13,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
+	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/inproc"
 	"github.com/coordinator-project/coordinator/internal/membudget"
@@ -125,7 +127,12 @@ type InProcess struct {
 // newInProcess builds the channel; its idle stream runners stop with the
 // app.
 func newInProcess(lc fx.Lifecycle, svc *Coordinator, chain *Interceptors, cfg config.Config) *InProcess {
-	ch := inproc.NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, inproc.Chain{Unary: chain.Unary, Stream: chain.Stream}, int(cfg.Server.MaxRequestBodyBytes())+messageSlack)
+	ch := inproc.NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, inproc.Options{
+		Unary: chain.Unary, Stream: chain.Stream,
+		MaxRecv:    int(cfg.Server.MaxRequestBodyBytes()) + messageSlack,
+		HandOverOf: frontdoor.HandOverOf,
+		Pass:       handOver,
+	})
 	lc.Append(fx.StopHook(ch.Close))
 	return &InProcess{Client: coordinatorv1.NewCoordinatorServiceClient(ch), Channel: ch}
 }
@@ -170,4 +177,27 @@ func serve(srv *grpc.Server, lis net.Listener, log *slog.Logger) {
 	if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		log.Error("grpc serve", "error", err)
 	}
+}
+
+// handOver is the in-process channel's inproc.Options.Pass: dst (a new
+// message of src's type) holds src's fields by reference, bytes, strings
+// and nested messages shared, not copied. It knows the service's requests
+// and replies, without reflection; another is copied.
+func handOver(dst, src proto.Message) bool {
+	switch d := dst.(type) {
+	case *coordinatorv1.GenerateRequest:
+		s := src.(*coordinatorv1.GenerateRequest)
+		d.RequestId, d.Input = s.RequestId, s.Input
+	case *coordinatorv1.GenerateStreamRequest:
+		s := src.(*coordinatorv1.GenerateStreamRequest)
+		d.RequestId, d.Input = s.RequestId, s.Input
+	case *coordinatorv1.GenerateResponse:
+		s := src.(*coordinatorv1.GenerateResponse)
+		d.RequestId, d.Output = s.RequestId, s.Output
+	case *coordinatorv1.GenerateStreamResponse:
+		d.Chunk = src.(*coordinatorv1.GenerateStreamResponse).Chunk
+	default:
+		return false
+	}
+	return true
 }

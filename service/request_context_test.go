@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/internal/requestbody"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 
@@ -14,7 +15,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/inproc"
 )
 
 func TestNewRequestContextReadsOnlyUnambiguousBodies(t *testing.T) {
@@ -78,7 +78,7 @@ func TestNewRequestContextTakesTheFrontsDocument(t *testing.T) {
 	body := []byte(`{"model":"m","stream":true,"messages":[]}`)
 	doc, err := requestbody.Parse(body, legs.FormatChat)
 	require.NoError(t, err)
-	ctx := inproc.WithParsedBody(context.Background(), doc)
+	ctx := frontdoor.With(context.Background(), &frontdoor.Call{Doc: doc})
 	in := &coordinatorv1.OpenAIRequest{Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: body}
 
 	rc, err := newRequestContext(ctx, "r", in, requestbody.Limits{})
@@ -100,7 +100,7 @@ func TestNewRequestContextTakesTheFrontsDocument(t *testing.T) {
 	assert.Equal(t, legs.FormatCompletions, rc.Doc.Format())
 
 	bad := []byte(`{"model":`)
-	rc, err = newRequestContext(inproc.WithParsedBody(context.Background(), doc), "r", &coordinatorv1.OpenAIRequest{Json: bad}, requestbody.Limits{})
+	rc, err = newRequestContext(frontdoor.With(context.Background(), &frontdoor.Call{Doc: doc}), "r", &coordinatorv1.OpenAIRequest{Json: bad}, requestbody.Limits{})
 	assert.Nil(t, rc)
 	assert.ErrorContains(t, err, "invalid JSON body", "a body that is not the document's is still checked")
 }

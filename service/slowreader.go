@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/coordinator-project/coordinator/internal/inproc"
+	"github.com/coordinator-project/coordinator/internal/frontdoor"
 )
 
 // errSlowReader is the cause of a stream's context when its client took
@@ -33,7 +33,7 @@ var errSlowReader = errors.New("client stopped reading the stream")
 // deadline instead. 0 turns the bound off.
 func boundSends(timeout time.Duration) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if timeout <= 0 || !info.IsServerStream || inproc.Called(ss.Context()) {
+		if timeout <= 0 || !info.IsServerStream || frontdoor.Of(ss.Context()) == frontdoor.REST {
 			return handler(srv, ss)
 		}
 		return runBounded(srv, ss, handler, timeout)

@@ -18,18 +18,15 @@ import (
 // message size limit as over the network, but without HTTP/2 framing,
 // serialisation or a hop between goroutines (a server stream runs its
 // handler on a runner, a coroutine the caller drives). Messages are copied
-// as they pass, as over the network, but for the REST front's calls, which
-// hand them over and skip the size check and protovalidate
-// (WithParsedBody, CheckedByFront). The REST front reaches
-// CoordinatorService through it. Close it to stop its idle runners. Safe
-// for concurrent use.
+// as they pass, as over the network, but for the calls whose caller hands
+// them over (HandOver), which skip the size check too. Close it to stop
+// its idle runners. Safe for concurrent use.
 type Channel struct {
 	impl    any
 	service string
 	unary   map[string]grpc.MethodDesc
 	streams map[string]grpc.StreamDesc
-	chain   Chain
-	maxRecv int
+	opts    Options
 
 	mu      sync.Mutex
 	idle    []*runner // runners between two streams, at most maxIdle
@@ -44,18 +41,28 @@ type Channel struct {
 // after any burst: the bound, once that many streams ran at once.
 const idleRunnersPerCPU = 8
 
-// Chain is the server's interceptor chain, which every call through a
-// Channel runs as a network call would.
-type Chain struct {
+// Options configure a Channel.
+type Options struct {
+	// Unary and Stream are the server's interceptor chain, which every
+	// call runs as a network call would.
 	Unary  grpc.UnaryServerInterceptor
 	Stream grpc.StreamServerInterceptor
+	// MaxRecv bounds a request in bytes: a larger one fails with
+	// ResourceExhausted, as the server's own limit would.
+	MaxRecv int
+	// HandOverOf finds the HandOver record in the context of a call whose
+	// caller hands its messages over; nil (or nil for a context) copies
+	// them, as over the network.
+	HandOverOf func(ctx context.Context) *HandOver
+	// Pass moves src into dst, a message of the same type, by reference,
+	// for a handed-over call; it returns false for a type it does not
+	// know, which is then copied (proto.Merge). Optional.
+	Pass func(dst, src proto.Message) bool
 }
 
-// NewChannel serves desc's methods from impl through chain. Requests
-// larger than maxRecv bytes fail with ResourceExhausted, as the server's
-// own limit would.
-func NewChannel(desc *grpc.ServiceDesc, impl any, chain Chain, maxRecv int) *Channel {
-	c := &Channel{impl: impl, service: desc.ServiceName, chain: chain, maxRecv: maxRecv,
+// NewChannel serves desc's methods from impl as opts say.
+func NewChannel(desc *grpc.ServiceDesc, impl any, opts Options) *Channel {
+	c := &Channel{impl: impl, service: desc.ServiceName, opts: opts,
 		unary: make(map[string]grpc.MethodDesc), streams: make(map[string]grpc.StreamDesc),
 		maxIdle: idleRunnersPerCPU * runtime.GOMAXPROCS(0)}
 	for _, m := range desc.Methods {
@@ -74,15 +81,15 @@ func (c *Channel) Invoke(ctx context.Context, method string, args, reply any, op
 		return status.Errorf(codes.Unimplemented, "unknown method %s", method)
 	}
 	pass := proto.Merge
-	if CheckedByFront(ctx) {
-		pass = handOver
+	if c.handOverOf(ctx) != nil {
+		pass = c.pass
 	} else if err := c.checkSize(args); err != nil {
 		return err
 	}
 	sts := &transportStream{method: method}
 	ctx = grpc.NewContextWithServerTransportStream(serverContext(ctx), sts)
 	dec := func(in any) error { pass(in.(proto.Message), args.(proto.Message)); return nil }
-	resp, err := desc.Handler(c.impl, ctx, dec, c.chain.Unary)
+	resp, err := desc.Handler(c.impl, ctx, dec, c.opts.Unary)
 	sts.deliver(opts)
 	if err != nil {
 		return toStatus(err)
@@ -110,8 +117,8 @@ func (c *Channel) NewStream(ctx context.Context, desc *grpc.StreamDesc, method s
 		handler:         sd.Handler,
 	}
 	s.serverCtx = grpc.NewContextWithServerTransportStream(serverContext(ctx), &s.transportStream)
-	if fc := frontCallOf(ctx); fc != nil {
-		s.handOver, fc.stream = true, s // EndStreams ends it
+	if h := c.handOverOf(ctx); h != nil {
+		s.handOver, h.stream = true, s // HandOver.End ends it
 	} else {
 		s.stopAfter = context.AfterFunc(ctx, s.abandon)
 	}
@@ -119,8 +126,8 @@ func (c *Channel) NewStream(ctx context.Context, desc *grpc.StreamDesc, method s
 }
 
 func (c *Channel) checkSize(m any) error {
-	if n := proto.Size(m.(proto.Message)); n > c.maxRecv {
-		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, c.maxRecv)
+	if n := proto.Size(m.(proto.Message)); n > c.opts.MaxRecv {
+		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, c.opts.MaxRecv)
 	}
 	return nil
 }
@@ -129,17 +136,7 @@ func (c *Channel) checkSize(m any) error {
 // metadata the handler sees, as the network would.
 func serverContext(ctx context.Context) context.Context {
 	md, _ := metadata.FromOutgoingContext(ctx)
-	ctx = context.WithValue(ctx, inProcessKey{}, true)
 	return metadata.NewOutgoingContext(metadata.NewIncomingContext(ctx, md), nil)
-}
-
-type inProcessKey struct{}
-
-// Called reports whether the call came through the in-process Channel
-// (the REST front) rather than the network.
-func Called(ctx context.Context) bool {
-	v, _ := ctx.Value(inProcessKey{}).(bool)
-	return v
 }
 
 // toStatus gives a handler's plain error the code gRPC would give it:

@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordinator-project/coordinator/internal/requestbody"
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
-
 	"buf.build/go/protovalidate"
 	grpcvalidate "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/protovalidate"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
@@ -73,14 +70,16 @@ func (e *echoService) GenerateStream(req *coordinatorv1.GenerateStreamRequest, s
 
 func newTestChannel(t *testing.T, svc *echoService, maxRecv int) coordinatorv1.CoordinatorServiceClient {
 	t.Helper()
-	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, testChain(t), maxRecv)
+	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, testOptions(t, maxRecv))
 	t.Cleanup(ch.Close)
 	return coordinatorv1.NewCoordinatorServiceClient(ch)
 }
 
-// testChain is the part of the server's chain (service.NewInterceptors)
-// the tests look for: panic recovery, then protovalidate.
-func testChain(t *testing.T) Chain {
+// testOptions serve with the part of the server's chain
+// (service.NewInterceptors) the tests look for, panic recovery then
+// protovalidate, and hand over the messages of a call whose context
+// withHandOver made, as the service does the REST front's.
+func testOptions(t *testing.T, maxRecv int) Options {
 	t.Helper()
 	validator, err := protovalidate.New()
 	require.NoError(t, err)
@@ -89,7 +88,10 @@ func testChain(t *testing.T) Chain {
 	})
 	recoverUnary, validateUnary := recovery.UnaryServerInterceptor(recoverOpt), grpcvalidate.UnaryServerInterceptor(validator)
 	recoverStream, validateStream := recovery.StreamServerInterceptor(recoverOpt), grpcvalidate.StreamServerInterceptor(validator)
-	return Chain{
+	return Options{
+		MaxRecv:    maxRecv,
+		HandOverOf: handOverOf,
+		Pass:       passByReference,
 		Unary: func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 			return recoverUnary(ctx, req, info, func(ctx context.Context, req any) (any, error) {
 				return validateUnary(ctx, req, info, handler)
@@ -237,7 +239,7 @@ func TestChannelStreamHeaderRunsTheHandler(t *testing.T) {
 // from the stream before (its stack grown), and Close stops the idle ones.
 func TestChannelReusesRunners(t *testing.T) {
 	t.Parallel()
-	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, &echoService{events: 2}, testChain(t), 1<<10)
+	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, &echoService{events: 2}, testOptions(t, 1<<10))
 	client := coordinatorv1.NewCoordinatorServiceClient(ch)
 	var first *runner
 	for i := range 3 {
@@ -264,7 +266,7 @@ func TestChannelReusesRunners(t *testing.T) {
 // the Channel's bound leave only the bound's runners idle once they end.
 func TestChannelKeepsAtMostItsBound(t *testing.T) {
 	t.Parallel()
-	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, &echoService{events: 2}, testChain(t), 1<<10)
+	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, &echoService{events: 2}, testOptions(t, 1<<10))
 	t.Cleanup(ch.Close)
 	ch.maxIdle = 2
 	client := coordinatorv1.NewCoordinatorServiceClient(ch)
@@ -289,17 +291,15 @@ func TestChannelKeepsAtMostItsBound(t *testing.T) {
 	assert.Equal(t, 2, ch.IdleRunners(), "the bound's runners are kept, the others stopped")
 }
 
-// TestFrontStreamsHandOverAndEnd checks the REST front's streams
-// (WithParsedBody): a message is passed by reference, the caller's until
-// its next RecvMsg (the handler then reuses it), and EndStreams ends a
-// stream whose caller stopped receiving, on the caller's goroutine.
-func TestFrontStreamsHandOverAndEnd(t *testing.T) {
+// TestHandedOverStreamsEnd checks the streams of a caller that hands its
+// messages over (HandOver): a message is passed by reference, the caller's
+// until its next RecvMsg (the handler then reuses it), and HandOver.End
+// ends a stream whose caller stopped receiving, on the caller's goroutine.
+func TestHandedOverStreamsEnd(t *testing.T) {
 	t.Parallel()
 	svc := &echoService{events: 100, ended: make(chan error, 1)}
 	client := newTestChannel(t, svc, 1<<10)
-	doc, err := requestbody.Parse([]byte(`{}`), legs.FormatChat)
-	require.NoError(t, err)
-	ctx := WithParsedBody(context.Background(), doc)
+	ctx, h := withHandOver(context.Background())
 	stream, err := client.GenerateStream(ctx, &coordinatorv1.GenerateStreamRequest{
 		Input: &coordinatorv1.GenerateStreamRequest_Openai{Openai: &coordinatorv1.OpenAIRequest{Endpoint: 1, Json: []byte(`{}`)}}})
 	require.NoError(t, err)
@@ -311,14 +311,14 @@ func TestFrontStreamsHandOverAndEnd(t *testing.T) {
 	assert.Equal(t, "b", string(second.GetOpenai().GetData()[0]))
 	assert.Equal(t, "b", string(first.GetOpenai().GetData()[0]), "the first message was the handler's own, reused")
 
-	EndStreams(ctx)
+	h.End()
 	select {
 	case err := <-svc.ended:
-		assert.Equal(t, codes.Canceled, status.Code(err), "the send after EndStreams failed")
+		assert.Equal(t, codes.Canceled, status.Code(err), "the send after End failed")
 	default:
-		t.Fatal("EndStreams returned before the handler ended")
+		t.Fatal("End returned before the handler ended")
 	}
 	_, err = stream.Recv()
 	assert.Equal(t, codes.Canceled, status.Code(err))
-	EndStreams(ctx) // again: nothing left to end
+	h.End() // again: nothing left to end
 }

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // The Channel's server streams: the runners that run their handlers, and
@@ -50,7 +50,7 @@ type runner struct {
 }
 
 // handlerEnd is what a runner yields when its stream's handler returned.
-var handlerEnd proto.Message = &coordinatorv1.GenerateStreamResponse{}
+var handlerEnd proto.Message = new(emptypb.Empty)
 
 func newRunner() *runner {
 	r := &runner{}
@@ -58,7 +58,7 @@ func newRunner() *runner {
 		for {
 			s := r.s
 			s.yield = yield
-			s.finish(s.channel.chain.Stream(s.channel.impl, (*serverSide)(s), &s.info, s.handler))
+			s.finish(s.channel.opts.Stream(s.channel.impl, (*serverSide)(s), &s.info, s.handler))
 			r.s = nil
 			if !yield(handlerEnd) {
 				return
@@ -108,17 +108,17 @@ type stream struct {
 	cancel               context.CancelFunc
 	channel              *Channel
 	opts                 []grpc.CallOption
-	handOver             bool          // the REST front's: messages are passed by reference (WithParsedBody)
+	handOver             bool          // messages are passed by reference (HandOver)
 	request              proto.Message // the one request, until the handler reads it
 	info                 grpc.StreamServerInfo
 	handler              grpc.StreamHandler
 
 	// mu serialises resuming the handler: the caller's goroutine and
-	// abandon's (once the context ends, or EndStreams).
+	// abandon's (once the context ends, or HandOver.End).
 	mu        sync.Mutex
 	runner    *runner                  // while the handler runs
 	yield     func(proto.Message) bool // the handler's side of the runner's next
-	stopAfter func() bool              // unregisters abandon; nil for the REST front's (EndStreams)
+	stopAfter func() bool              // unregisters abandon; nil for a handed-over call (HandOver.End)
 	started   bool
 	ended     bool          // the handler returned
 	err       error         // the handler's status, once ended
@@ -156,8 +156,8 @@ func (s *stream) finish(err error) {
 }
 
 // abandon ends the call of a caller that stopped receiving: once its
-// context ended (AfterFunc), or when the REST front is done with the
-// stream (EndStreams). The handler, suspended in a send, runs to its end
+// context ended (AfterFunc), or when a handed-over call's caller is done with the
+// stream (HandOver.End). The handler, suspended in a send, runs to its end
 // with its sends failing; one that never started does not start.
 func (s *stream) abandon() {
 	s.mu.Lock()
@@ -211,7 +211,7 @@ func (s *serverSide) RecvMsg(m any) error {
 	}
 	s.request = nil
 	if s.handOver {
-		handOver(m.(proto.Message), req)
+		s.channel.pass(m.(proto.Message), req)
 	} else {
 		proto.Merge(m.(proto.Message), req)
 	}
@@ -290,7 +290,7 @@ func (s *clientSide) RecvMsg(m any) error {
 			}
 		}
 		if s.handOver {
-			handOver(m.(proto.Message), msg) // the caller's until its next RecvMsg
+			s.channel.pass(m.(proto.Message), msg) // the caller's until its next RecvMsg
 		} else {
 			proto.Merge(m.(proto.Message), msg)
 		}

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/inproc"
+	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
 )
@@ -270,7 +270,7 @@ func (a *Controller) cutShort(ctx context.Context, err error, stream bool) error
 		return err
 	}
 	api := metrics.APIGRPC
-	if inproc.Called(ctx) {
+	if frontdoor.Of(ctx) == frontdoor.REST {
 		api = metrics.APIREST
 	}
 	a.metrics.ShutdownCut(api, stream)

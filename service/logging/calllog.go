@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/coordinator-project/coordinator/internal/inproc"
+	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 )
 
@@ -44,7 +44,7 @@ func (l CallLog) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 func (l CallLog) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	start := time.Now()
 	var first *firstMessage
-	if !inproc.Called(ss.Context()) { // the REST front's calls have their own lines
+	if frontdoor.Of(ss.Context()) != frontdoor.REST { // the REST front's calls have their own lines
 		first = &firstMessage{ServerStream: ss}
 		ss = first
 	}

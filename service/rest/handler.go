@@ -176,7 +176,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 		return
 	}
 	// The one parse of the body: the service takes the document from the
-	// call's context (inproc.WithParsedBody).
+	// call's context (frontdoor.With, frontdoor.ParsedBody).
 	doc, err := requestbody.ParseLimited(data, b.format, h.limits)
 	if err != nil {
 		writeAPIError(w, b.dialect, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")

@@ -6,13 +6,13 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/internal/requestbody"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/inproc"
 	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/apierror"
@@ -66,8 +66,8 @@ var jsonContentType = []string{"application/json"}
 
 // transcode hands one checked inference request to the generated gateway
 // handler of Generate, or of GenerateStream when stream is set, with doc,
-// the one parse of its body, in the call's context (inproc.WithParsedBody;
-// one copy of the request takes both values): the body becomes
+// the one parse of its body, in the call's context (frontdoor.With; the
+// exchange holds the frontdoor.Call, in the request's one allocation): the body becomes
 // openai.json, the query exactly openai.endpoint and request_id
 // (the client's query is not used on these routes), handed over parsed as
 // the request's Form (frontQuery reads it). The gateway does the
@@ -79,7 +79,8 @@ var jsonContentType = []string{"application/json"}
 func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, c call, doc *requestbody.Document, stream bool) {
 	x := &exchange{call: c, body: bodyReader{data: doc.Bytes()}, url: *r.URL}
 	x.w = answerWriter{ResponseWriter: w, call: &x.call, stream: stream, h: h}
-	ctx := inproc.WithParsedBody(r.Context(), doc)
+	x.door.Doc = doc
+	ctx := frontdoor.With(r.Context(), &x.door)
 	if c.minted { // the service sends it on the legs as it is (compat D25)
 		ctx = requestid.WithMinted(ctx)
 	}
@@ -97,7 +98,7 @@ func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, c
 	gr.Header["Content-Type"] = b.contentType
 	gr.Body = &x.body
 	if stream { // one the gateway stopped receiving (a failed write) ends once it is done with its messages
-		defer inproc.EndStreams(gr.Context())
+		defer x.door.HandOver.End()
 	}
 	h.gateway.ServeHTTP(&x.w, gr)
 	x.w.finish()
@@ -107,6 +108,7 @@ func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, c
 // allocation.
 type exchange struct {
 	call call
+	door frontdoor.Call
 	body bodyReader
 	url  url.URL
 	w    answerWriter

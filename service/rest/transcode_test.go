@@ -278,7 +278,7 @@ func TestStreamBindingsAreNotRoutes(t *testing.T) {
 }
 
 // TestFrontRequestsAreValid holds the front to what lets the chain skip
-// protovalidate for its requests (inproc.CheckedByFront): whatever the
+// protovalidate for its requests (frontdoor.Checked): whatever the
 // client sends that reaches the service, the request the front builds
 // meets every rule of the proto.
 func TestFrontRequestsAreValid(t *testing.T) {

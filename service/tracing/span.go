@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/coordinator-project/coordinator/internal/inproc"
+	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/internal/spans"
 	"github.com/coordinator-project/coordinator/steps"
 )
@@ -36,7 +36,7 @@ type RequestSpan struct {
 // With tracing off (spans.On) the call gets ctx's no-op span and costs
 // nothing.
 func StartRequestSpan(ctx context.Context, method string, rc *steps.RequestContext) (context.Context, RequestSpan) {
-	if !spans.On() || inproc.Called(ctx) {
+	if !spans.On() || frontdoor.Of(ctx) == frontdoor.REST {
 		span := trace.SpanFromContext(ctx)
 		if span.IsRecording() {
 			span.SetAttributes(requestAttributes(rc)...)

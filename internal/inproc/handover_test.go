@@ -4,23 +4,20 @@ import (
 	"context"
 	"testing"
 
-	"github.com/coordinator-project/coordinator/internal/requestbody"
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 )
 
 // sameBytesService records whether each call's request arrived as the
-// caller's own bytes and with the caller's document.
+// caller's own bytes.
 type sameBytesService struct {
 	coordinatorv1.UnimplementedCoordinatorServiceServer
-	want   []byte
-	same   chan bool
-	parsed chan bool
+	want []byte
+	same chan bool
 }
 
 func (s *sameBytesService) Generate(ctx context.Context, req *coordinatorv1.GenerateRequest) (*coordinatorv1.GenerateResponse, error) {
@@ -35,16 +32,45 @@ func (s *sameBytesService) GenerateStream(req *coordinatorv1.GenerateStreamReque
 
 func (s *sameBytesService) record(ctx context.Context, in *coordinatorv1.OpenAIRequest) {
 	s.same <- &in.GetJson()[0] == &s.want[0]
-	s.parsed <- ParsedBody(ctx, in.GetJson(), legs.FormatChat) != nil
 }
 
-func TestChannelHandsParsedRequestsOver(t *testing.T) {
+type handOverKey struct{}
+
+// withHandOver returns ctx for calls whose messages the test hands over,
+// as the REST front's frontdoor.Call does.
+func withHandOver(ctx context.Context) (context.Context, *HandOver) {
+	h := new(HandOver)
+	return context.WithValue(ctx, handOverKey{}, h), h
+}
+
+func handOverOf(ctx context.Context) *HandOver {
+	h, _ := ctx.Value(handOverKey{}).(*HandOver)
+	return h
+}
+
+// passByReference hands the test service's messages over by reference,
+// as the service's Options.Pass does.
+func passByReference(dst, src proto.Message) bool {
+	switch d := dst.(type) {
+	case *coordinatorv1.GenerateRequest:
+		d.Input = src.(*coordinatorv1.GenerateRequest).Input
+	case *coordinatorv1.GenerateStreamRequest:
+		d.Input = src.(*coordinatorv1.GenerateStreamRequest).Input
+	case *coordinatorv1.GenerateResponse:
+		d.Output = src.(*coordinatorv1.GenerateResponse).Output
+	case *coordinatorv1.GenerateStreamResponse:
+		d.Chunk = src.(*coordinatorv1.GenerateStreamResponse).Chunk
+	default:
+		return false
+	}
+	return true
+}
+
+func TestChannelHandsMessagesOver(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"model":"m"}`)
-	doc, err := requestbody.Parse(body, legs.FormatChat)
-	require.NoError(t, err)
-	svc := &sameBytesService{want: body, same: make(chan bool, 1), parsed: make(chan bool, 1)}
-	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, testChain(t), 1<<10)
+	svc := &sameBytesService{want: body, same: make(chan bool, 1)}
+	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, testOptions(t, 1<<10))
 	t.Cleanup(ch.Close)
 	client := coordinatorv1.NewCoordinatorServiceClient(ch)
 	in := &coordinatorv1.OpenAIRequest{Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: body}
@@ -52,12 +78,11 @@ func TestChannelHandsParsedRequestsOver(t *testing.T) {
 	for _, handedOver := range []bool{true, false} {
 		ctx := context.Background()
 		if handedOver {
-			ctx = WithParsedBody(ctx, doc)
+			ctx, _ = withHandOver(ctx)
 		}
 		resp, err := client.Generate(ctx, &coordinatorv1.GenerateRequest{Input: &coordinatorv1.GenerateRequest_Openai{Openai: in}})
 		require.NoError(t, err)
 		assert.Equal(t, handedOver, <-svc.same, "unary request by reference: %v", handedOver)
-		assert.Equal(t, handedOver, <-svc.parsed, "unary document: %v", handedOver)
 		assert.Equal(t, handedOver, &resp.GetOpenai().GetJson()[0] == &body[0], "unary reply by reference: %v", handedOver)
 
 		stream, err := client.GenerateStream(ctx, &coordinatorv1.GenerateStreamRequest{Input: &coordinatorv1.GenerateStreamRequest_Openai{Openai: in}})
@@ -65,6 +90,5 @@ func TestChannelHandsParsedRequestsOver(t *testing.T) {
 		_, err = stream.Recv()
 		require.Error(t, err, "the stream ends")
 		assert.Equal(t, handedOver, <-svc.same, "streamed request by reference: %v", handedOver)
-		assert.Equal(t, handedOver, <-svc.parsed, "streamed document: %v", handedOver)
 	}
 }
