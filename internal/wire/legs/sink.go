@@ -17,4 +17,3 @@ type Sink interface {
 	// valid only during the call.
 	Events(data [][]byte, names []string) error
 }
-
