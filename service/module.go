@@ -41,6 +41,7 @@ var Module = fx.Module("service",
 		newInProcess,
 		NewAddresses,
 		metrics.New,
+		AdmissionCounters,
 		newBudget,
 		tlsReloads,
 		NewListenerTLS,
@@ -200,4 +201,14 @@ func handOver(dst, src proto.Message) bool {
 		return false
 	}
 	return true
+}
+
+// AdmissionCounters are admission's counters in the service's metrics.
+func AdmissionCounters(m *metrics.Metrics) admission.Counters {
+	return admission.Counters{
+		RejectedRequests:     m.Rejected(metrics.RejectedRequests),
+		RejectedStreams:      m.Rejected(metrics.RejectedStreams),
+		RejectedShuttingDown: m.Rejected(metrics.RejectedShuttingDown),
+		ShutdownCut:          m.ShutdownCut,
+	}
 }

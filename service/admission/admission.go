@@ -21,7 +21,6 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/service/config"
-	"github.com/coordinator-project/coordinator/service/metrics"
 )
 
 // ErrShuttingDown is the cause of the context of a call still in flight
@@ -68,12 +67,21 @@ type Controller struct {
 	rejectedShuttingDown                          prometheus.Counter
 	releaseRequest, releaseStream                 func()
 	pushback                                      metadata.MD
-	metrics                                       *metrics.Metrics
+	shutdownCut                                   func(api string, stream bool)
+}
+
+// Counters are where admission counts its refusals and the calls its drain
+// cut short (the service gives them from service/metrics).
+type Counters struct {
+	RejectedRequests, RejectedStreams, RejectedShuttingDown prometheus.Counter
+	// ShutdownCut counts a call cut short, by its front door's label
+	// (frontdoor.Door.String) and whether it was a stream.
+	ShutdownCut func(api string, stream bool)
 }
 
 // New builds the admission control of cfg's limits (0: no limit),
-// retry_after and shutdown_timeout, counting refusals in m.
-func New(cfg config.Config, m *metrics.Metrics, log *slog.Logger) *Controller {
+// retry_after and shutdown_timeout, counting in c.
+func New(cfg config.Config, c Counters, log *slog.Logger) *Controller {
 	s := cfg.Server
 	a := &Controller{
 		maxRequests:          int64(s.MaxConcurrentRequests),
@@ -81,11 +89,11 @@ func New(cfg config.Config, m *metrics.Metrics, log *slog.Logger) *Controller {
 		drainTimeout:         s.ShutdownTimeout,
 		log:                  log,
 		idle:                 make(chan struct{}),
-		rejectedRequests:     m.Rejected(metrics.RejectedRequests),
-		rejectedStreams:      m.Rejected(metrics.RejectedStreams),
-		rejectedShuttingDown: m.Rejected(metrics.RejectedShuttingDown),
+		rejectedRequests:     c.RejectedRequests,
+		rejectedStreams:      c.RejectedStreams,
+		rejectedShuttingDown: c.RejectedShuttingDown,
 		pushback:             metadata.Pairs(headerRetryPushback, strconv.FormatInt(s.RetryAfter.Milliseconds(), 10)),
-		metrics:              m,
+		shutdownCut:          c.ShutdownCut,
 	}
 	a.stopped, a.stop = context.WithCancelCause(context.Background())
 	retry := &errdetails.RetryInfo{RetryDelay: durationpb.New(s.RetryAfter)}
@@ -269,11 +277,7 @@ func (a *Controller) cutShort(ctx context.Context, err error, stream bool) error
 	if err == nil || !CutByShutdown(ctx) {
 		return err
 	}
-	api := metrics.APIGRPC
-	if frontdoor.Of(ctx) == frontdoor.REST {
-		api = metrics.APIREST
-	}
-	a.metrics.ShutdownCut(api, stream)
+	a.shutdownCut(frontdoor.Of(ctx).String(), stream)
 	return a.shuttingDown.Err()
 }
 

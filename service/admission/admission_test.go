@@ -26,7 +26,17 @@ func newTestAdmission(requests, streams int, shutdown time.Duration) (*Controlle
 	cfg.Server.RetryAfter = 1500 * time.Millisecond
 	cfg.Server.ShutdownTimeout = shutdown
 	m := metrics.New()
-	return New(cfg, m, slog.New(slog.DiscardHandler)), m
+	return New(cfg, counters(m), slog.New(slog.DiscardHandler)), m
+}
+
+// counters are the service's metrics, as the service gives them.
+func counters(m *metrics.Metrics) Counters {
+	return Counters{
+		RejectedRequests:     m.Rejected(metrics.RejectedRequests),
+		RejectedStreams:      m.Rejected(metrics.RejectedStreams),
+		RejectedShuttingDown: m.Rejected(metrics.RejectedShuttingDown),
+		ShutdownCut:          m.ShutdownCut,
+	}
 }
 
 // requireRefused checks a refusal's code, its RetryInfo and the metric.

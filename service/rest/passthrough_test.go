@@ -22,6 +22,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/requestid"
+	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
@@ -446,7 +447,7 @@ func TestPassthroughIsAdmitted(t *testing.T) {
 	})
 	cfg := config.Config{Server: config.Server{MaxConcurrentRequests: 1, RetryAfter: 2 * time.Second, ShutdownTimeout: 50 * time.Millisecond}}
 	m := metrics.New()
-	adm := admission.New(cfg, m, slog.New(slog.DiscardHandler))
+	adm := admission.New(cfg, service.AdmissionCounters(m), slog.New(slog.DiscardHandler))
 	f := startPassFront(t, gw, passOptions{admission: adm})
 
 	first := make(chan int, 1)
