@@ -89,7 +89,7 @@ lint: $(BUF) ## go vet, staticcheck (pinned in go.mod), gofmt, buf lint and the 
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || (echo "gofmt: $$out" >&2; exit 1)
 	$(BUF) lint
 	@! go list -deps ./cmd/coordinator | grep '/coordinator/sim$$' > /dev/null || (echo "cmd/coordinator must not import the simulator" >&2; exit 1)
-	@! go list -f '{{join .Imports "\n"}}' ./service/... | grep '/coordinator/steps/' | grep -Ev '/coordinator/steps/(upstream|asyncbroker)$$' > /dev/null || (echo "service/ imports the steps contract, the step packages and the gateway client (steps/upstream), not the libraries under steps/" >&2; exit 1)
+	@! go list -f '{{join .Imports "\n"}}' ./service/... | grep '/coordinator/steps/' | grep -Ev '/coordinator/steps/(upstream|asyncbroker)$$' > /dev/null || (echo "service/ imports the steps contract, the step packages and the gateway client (internal/gateway), not the libraries under steps/" >&2; exit 1)
 	@! go list -f '{{.ImportPath}}:{{range .Imports}} {{.}}{{end}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}' ./service/... | grep -Ev '^github.com/coordinator-project/coordinator/service(/rest)?:' | grep -E ' github.com/coordinator-project/coordinator/service( |$$)' | cut -d: -f1 >&2 || (echo "the packages under service/ (inproc, tokens, admission, tracing, logging, config, ...) do not import service: it imports them; only the REST front (service/rest) sits above it" >&2; exit 1)
 
 .PHONY: run
