@@ -1,13 +1,3 @@
-// Package rest is the coordinator's OpenAI-compatible REST front: the only
-// place that knows HTTP and OpenAI framing. Requests reach CoordinatorService
-// through a gRPC client connection (the in-process Channel), so the gRPC
-// interceptors (admission, logging, recovery) run for REST as for gRPC
-// clients; protovalidate's rules the front's requests meet by construction
-// (TestFrontRequestsAreValid), and the chain skips them. The front reads
-// and checks each inference request, then hands it to the grpc-gateway
-// handler of Generate or, with "stream": true, of GenerateStream
-// (transcode.go), which does the call, its metadata (its query through
-// query.go) and its errors, and frames the answer (marshaler.go, sse.go).
 package rest
 
 import (
@@ -22,7 +12,6 @@ import (
 	"github.com/coordinator-project/coordinator/internal/requestbody"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
-	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/headers"
@@ -65,20 +54,7 @@ type Handler struct {
 // NewHandler builds the REST front over a CoordinatorService client.
 // maxBody caps request bodies (413 past it).
 func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClient, maxBody int64, ready *admission.Readiness, m *metrics.Metrics) (*Handler, error) {
-	installQueryParser()
-	gw := runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, rawJSON{}),
-		runtime.WithMarshalerOption(mimeResponses, rawJSON{dialect: apierror.DialectResponses}),
-		runtime.WithMarshalerOption(mimeMessages, rawJSON{dialect: apierror.DialectMessages}),
-		runtime.WithErrorHandler(gatewayError),
-		runtime.WithStreamErrorHandler(streamError),
-		runtime.WithIncomingHeaderMatcher(headers.MetadataKey),
-		runtime.WithOutgoingHeaderMatcher(headers.ResponseKey),
-		runtime.WithOutgoingTrailerMatcher(func(string) (string, bool) { return "", false }),
-		runtime.WithForwardResponseOption(forwardStatus),
-		runtime.WithDisableChunkedEncoding(), // net/http chunks a stream itself
-		runtime.WithDisablePathLengthFallback(),
-	)
+	gw := newGatewayMux()
 	if err := coordinatorv1.RegisterCoordinatorServiceHandlerClient(ctx, gw, client); err != nil {
 		return nil, err
 	}
@@ -238,23 +214,6 @@ func capBody(w http.ResponseWriter, body io.ReadCloser, n int64) io.ReadCloser {
 		}
 		w = u.Unwrap()
 	}
-}
-
-// forwardStatus gives a Generate answer the worker's status and content
-// type (and GetRequest and DeleteRequest theirs: forwardQueued).
-func forwardStatus(_ context.Context, w http.ResponseWriter, m proto.Message) error {
-	resp, ok := m.(*coordinatorv1.GenerateResponse)
-	if !ok || resp.GetOpenai() == nil {
-		forwardQueued(w, m)
-		return nil
-	}
-	if ct := resp.GetOpenai().GetContentType(); ct != "" {
-		w.Header().Set("Content-Type", ct)
-	}
-	if code := int(resp.GetOpenai().GetStatusCode()); code != 0 && code != http.StatusOK {
-		w.WriteHeader(code)
-	}
-	return nil
 }
 
 func writeText(w http.ResponseWriter, code int, text string) {

@@ -8,52 +8,11 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/internal/requestbody"
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
 
 	"google.golang.org/grpc/status"
 
-	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/requestid"
-	"github.com/coordinator-project/coordinator/service"
-	"github.com/coordinator-project/coordinator/service/apierror"
 )
-
-// binding is where an endpoint's requests go on the gateway mux: the paths
-// of Generate's and GenerateStream's HTTP rules (proto/coordinator/v1; the
-// ":stream" ones are reachable only through the front), and the endpoint's
-// value of the query key openai.endpoint.
-type binding struct {
-	format           legs.Format
-	dialect          apierror.Dialect
-	path, streamPath string
-	endpoint         []string
-	// contentType is the Content-Type of the requests the front hands the
-	// gateway, which picks the marshaler by it (clients' Accept values
-	// match no registered type): the dialect's (mimeResponses,
-	// mimeMessages), whose marshaler frames a cut stream's error event.
-	contentType []string
-}
-
-// The Content-Types that pick the Responses' and the Messages' marshaler
-// (binding.contentType): JSON bodies, named for the coordinator alone.
-const (
-	mimeResponses = "application/x-coordinator-responses+json"
-	mimeMessages  = "application/x-coordinator-messages+json"
-)
-
-func bindingOf(endpoint coordinatorv1.Endpoint) binding {
-	format := service.FormatOf(endpoint)
-	path := format.Path()
-	b := binding{format: format, dialect: apierror.DialectOf(format), path: path, streamPath: path + ":stream",
-		endpoint: []string{endpoint.String()}, contentType: jsonContentType}
-	switch b.dialect {
-	case apierror.DialectResponses:
-		b.contentType = []string{mimeResponses}
-	case apierror.DialectMessages:
-		b.contentType = []string{mimeMessages}
-	}
-	return b
-}
 
 // noForm is the PostForm of every request the front hands the gateway:
 // set, so that the generated handlers' ParseForm parses nothing.
@@ -84,7 +43,7 @@ func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, c
 	if c.minted { // the service sends it on the legs as it is (compat D25)
 		ctx = requestid.WithMinted(ctx)
 	}
-	gr := r.WithContext(context.WithValue(ctx, callKey{}, &x.call))
+	gr := r.WithContext(withCall(ctx, &x.call))
 	x.url.Path, x.url.RawPath, x.url.RawQuery = b.path, "", ""
 	if stream {
 		x.url.Path = b.streamPath
@@ -112,26 +71,6 @@ type exchange struct {
 	body bodyReader
 	url  url.URL
 	w    answerWriter
-}
-
-// call is what the front and the gateway's handlers share about one
-// request, through its context.
-type call struct {
-	id      string
-	dialect apierror.Dialect
-	// minted: the front made id, the client sent none (or an invalid one).
-	minted bool
-	// err is the stream's error when it ended before its first event
-	// (streamError).
-	err error
-}
-
-type callKey struct{}
-
-// callOf is the front's call of ctx, nil if none (the queued routes).
-func callOf(ctx context.Context) *call {
-	c, _ := ctx.Value(callKey{}).(*call)
-	return c
 }
 
 // streamError is the gateway's stream error handler. Before the first
