@@ -15,6 +15,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/internal/requestbody"
+	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -315,7 +316,7 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 		Body:      in.GetJson(),
 		Doc:       doc,
 	}
-	if raw, ok := obj.Get("model"); ok {
+	if raw, ok := obj.Get(bodykeys.Model); ok {
 		rc.Model, _ = jsonbody.String(raw)
 	}
 	stream, err := doc.Stream()

@@ -2,6 +2,7 @@ package requestbody
 
 import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
 
@@ -16,7 +17,7 @@ import (
 //     {"type":"base64","media_type":<string>,"data":<string>};
 //   - "system", when set, is a string or an array of text blocks.
 func checkMessages(root *jsonbody.Object) error {
-	if err := positiveInt(root, "max_tokens", true); err != nil {
+	if err := positiveInt(root, bodykeys.MaxTokens, true); err != nil {
 		return err
 	}
 	if raw, ok := root.Get("system"); ok && !jsonbody.IsNull(raw) && raw[0] != '"' {
@@ -26,11 +27,11 @@ func checkMessages(root *jsonbody.Object) error {
 			return err
 		}
 	}
-	raw, ok := root.Get("messages")
+	raw, ok := root.Get(bodykeys.Messages)
 	if !ok || jsonbody.IsNull(raw) {
 		return legs.Invalidf("messages is required")
 	}
-	return eachObject(raw, "messages", func(i int, msg *jsonbody.Object) error {
+	return eachObject(raw, bodykeys.Messages, func(i int, msg *jsonbody.Object) error {
 		return eachBlock(msg, at("messages", i), plainBlock, checkBlock)
 	})
 }

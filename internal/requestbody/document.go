@@ -35,6 +35,10 @@ type Document struct {
 	// images locates the chat image parts, found on first use.
 	images     imageparts.Locations
 	imagesDone bool
+	// stream is "stream" as decided on first use (Stream).
+	stream     bool
+	streamErr  error
+	streamRead bool
 }
 
 // Indexes of the formats' bodies: what the steps read or edit.
@@ -44,8 +48,8 @@ var (
 		bodykeys.Prompt: {Uint32s: true},
 	}}
 	generateIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
-		"token_ids":             {Uint32s: true},
-		"features":              features.Index,
+		bodykeys.TokenIDs:       {Uint32s: true},
+		bodykeys.Features:       features.Index,
 		bodykeys.SamplingParams: {Members: map[string]*jsonbody.Index{bodykeys.ExtraArgs: {}}},
 	}}
 )
@@ -117,15 +121,22 @@ func (d *Document) DropMediaUUIDs() int {
 }
 
 // Stream is the body's "stream" as a worker's pydantic reads it
-// (legs.Flag: "true", 1 or "yes" stream too), or a client error naming it.
-// The REST front, which picks Generate or GenerateStream by it, and the
-// service, which frames the answer by it, both decide with it.
-func (d *Document) Stream() (bool, error) { return legs.Flag(d.root, "stream") }
+// (legs.Flag: "true", 1 or "yes" stream too), or a client error naming it:
+// decided once, on first use, and kept. The REST front picks Generate or
+// GenerateStream by it, and the service, handed the front's document,
+// frames the answer by the same decision.
+func (d *Document) Stream() (bool, error) {
+	if !d.streamRead {
+		d.stream, d.streamErr = legs.Flag(d.root, bodykeys.Stream)
+		d.streamRead = true
+	}
+	return d.stream, d.streamErr
+}
 
 // SpellStream writes "stream" as decided, a literal true or false where the
 // client spelled it otherwise, so a strict (Go) worker reads what vLLM
 // would (legs.SpellFlag).
-func (d *Document) SpellStream(stream bool) { legs.SpellFlag(d.root, "stream", stream) }
+func (d *Document) SpellStream(stream bool) { legs.SpellFlag(d.root, bodykeys.Stream, stream) }
 
 // Unstored makes a Responses body say "store": false unless the client
 // sent that literal (apibody.Unstored): the coordinator stores nothing, and

@@ -2,6 +2,7 @@ package requestbody
 
 import (
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
 
@@ -20,26 +21,26 @@ import (
 //     present, is a string.
 //   - "max_output_tokens", when set, is an integer of at least 1.
 func checkResponses(root *jsonbody.Object) error {
-	if store, err := legs.Flag(root, "store"); err != nil || store {
+	if store, err := legs.Flag(root, bodykeys.Store); err != nil || store {
 		return orInvalid(err, `"store": true is not supported: the coordinator is stateless (send "store": false)`)
 	}
 	if raw, ok := root.Get("previous_response_id"); ok && !jsonbody.IsNull(raw) {
 		return legs.Invalidf(`"previous_response_id" is not supported: the coordinator is stateless (send the conversation in "input")`)
 	}
-	if background, err := legs.Flag(root, "background"); err != nil || background {
+	if background, err := legs.Flag(root, bodykeys.Background); err != nil || background {
 		return orInvalid(err, `"background": true is not supported: the coordinator is stateless`)
 	}
 	if err := positiveInt(root, "max_output_tokens", false); err != nil {
 		return err
 	}
-	raw, ok := root.Get("input")
+	raw, ok := root.Get(bodykeys.Input)
 	if !ok || jsonbody.IsNull(raw) {
 		return legs.Invalidf("input is required")
 	}
 	if raw[0] == '"' {
 		return nil
 	}
-	return eachObject(raw, "input", checkResponsesItem)
+	return eachObject(raw, bodykeys.Input, checkResponsesItem)
 }
 
 // orInvalid is err, else a client error with msg.
@@ -61,10 +62,10 @@ func Unstored(root *jsonbody.Object, f legs.Format) {
 	if f != legs.FormatResponses {
 		return
 	}
-	if raw, ok := root.Get("store"); ok && string(raw) == "false" {
+	if raw, ok := root.Get(bodykeys.Store); ok && string(raw) == "false" {
 		return
 	}
-	root.Set("store", []byte("false"))
+	root.Set(bodykeys.Store, []byte("false"))
 }
 
 // responsesPartTypes are the content part types of a Responses message.

@@ -116,7 +116,7 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 // not a JSON object), settles the request id, and hands the bytes, with the
 // document in the call's context, to Generate or GenerateStream through
 // grpc-gateway according to the body's "stream", read as the service and
-// the worker read it (service.StreamOf; a value vLLM would refuse is a
+// the worker read it (requestbody.Document.Stream, decided once; a value vLLM would refuse is a
 // 400 naming it). It counts the request in the metrics with the status
 // the client got.
 func (h *Handler) inference(b binding) http.Handler {

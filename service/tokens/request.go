@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/coordinator-project/coordinator/internal/requestbody"
+	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/features"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 
@@ -122,7 +123,7 @@ func (w *samplingWriter) floatField(name string, v float32) {
 // sampling appends the fields from max_tokens to n, in field order.
 func (w *samplingWriter) sampling(p *coordinatorv1.SamplingParams) {
 	if p.MaxTokens != nil {
-		w.uintField("max_tokens", p.GetMaxTokens())
+		w.uintField(bodykeys.MaxTokens, p.GetMaxTokens())
 	}
 	if p.MinTokens != nil {
 		w.uintField("min_tokens", p.GetMinTokens())
@@ -153,13 +154,13 @@ func (w *samplingWriter) sampling(p *coordinatorv1.SamplingParams) {
 		w.b = append(w.b, "true"...)
 	}
 	if p.Logprobs != nil {
-		w.uintField("logprobs", p.GetLogprobs())
+		w.uintField(bodykeys.Logprobs, p.GetLogprobs())
 	}
 	if p.PromptLogprobs != nil {
-		w.uintField("prompt_logprobs", p.GetPromptLogprobs())
+		w.uintField(bodykeys.PromptLogprobs, p.GetPromptLogprobs())
 	}
 	if p.GetN() != 0 {
-		w.uintField("n", p.GetN())
+		w.uintField(bodykeys.N, p.GetN())
 	}
 }
 

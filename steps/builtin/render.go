@@ -218,8 +218,8 @@ func (r *Render) chat(ctx context.Context, rc *steps.RequestContext) error {
 	if err := r.checkTokens(tokens.Len()); err != nil {
 		return err
 	}
-	rawFeatures, _ := obj.Get("features")
-	rendered, err := features.Parse(rawFeatures, obj.Object("features"))
+	rawFeatures, _ := obj.Get(bodykeys.Features)
+	rendered, err := features.Parse(rawFeatures, obj.Object(bodykeys.Features))
 	if err != nil {
 		return fmt.Errorf("render: decode answer: %w", err)
 	}
@@ -239,8 +239,8 @@ func (r *Render) chat(ctx context.Context, rc *steps.RequestContext) error {
 
 // renderAnswerIndex indexes a render answer: its token IDs and features.
 var renderAnswerIndex = &jsonbody.Index{Members: map[string]*jsonbody.Index{
-	"token_ids": {Uint32s: true},
-	"features":  features.Index,
+	bodykeys.TokenIDs: {Uint32s: true},
+	bodykeys.Features: features.Index,
 }}
 
 // enrichEntries gives the seeded entries render's hash, tensor and
@@ -375,11 +375,11 @@ func (r *Render) generate(rc *steps.RequestContext) error {
 // generate branch reads the prompt so; the prefill step too when no render
 // step ran.
 func generatePrompt(obj *jsonbody.Object) (requestbody.Tokens, []features.MultimodalEntry, error) {
-	raw, ok := obj.Get("token_ids")
+	raw, ok := obj.Get(bodykeys.TokenIDs)
 	if !ok || jsonbody.IsNull(raw) {
 		return requestbody.Tokens{}, nil, legs.Invalidf("token_ids is required")
 	}
-	ids := obj.Array("token_ids")
+	ids := obj.Array(bodykeys.TokenIDs)
 	if raw[0] != '[' || ids == nil {
 		return requestbody.Tokens{}, nil, legs.Invalidf("token_ids must be an array")
 	}
@@ -393,8 +393,8 @@ func generatePrompt(obj *jsonbody.Object) (requestbody.Tokens, []features.Multim
 	if err := checkSamplingParams(obj); err != nil {
 		return requestbody.Tokens{}, nil, err
 	}
-	rawFeatures, _ := obj.Get("features")
-	entries, err := features.Parse(rawFeatures, obj.Object("features"))
+	rawFeatures, _ := obj.Get(bodykeys.Features)
+	entries, err := features.Parse(rawFeatures, obj.Object(bodykeys.Features))
 	if err != nil {
 		return requestbody.Tokens{}, nil, legs.Invalidf("%v", err)
 	}
@@ -459,11 +459,11 @@ func (r *Render) post(ctx context.Context, rc *steps.RequestContext, path string
 // renderAnswerIndex): as the answer's bytes when they are written as legs
 // write token IDs.
 func answerTokens(obj *jsonbody.Object) (requestbody.Tokens, error) {
-	raw, ok := obj.Get("token_ids")
+	raw, ok := obj.Get(bodykeys.TokenIDs)
 	if !ok {
 		return requestbody.Tokens{}, errors.New("render: decode answer: token_ids missing")
 	}
-	if ids := obj.Array("token_ids"); ids != nil {
+	if ids := obj.Array(bodykeys.TokenIDs); ids != nil {
 		if st, _ := ids.Uint32Stats(); st.Bad < 0 {
 			if tokens, err := requestbody.TokensOf(ids, st); err == nil {
 				return tokens, nil

@@ -13,6 +13,7 @@ import (
 	"fmt"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 )
 
 // Shape is where an API's body keeps its images.
@@ -51,15 +52,15 @@ func messagesOf(list string, part *jsonbody.Index) *jsonbody.Index {
 // Index indexes a chat body for Find (jsonbody.ParseIndexed): its
 // messages down to each content part vLLM may read as media or that
 // carries a uuid.
-var Index = messagesOf("messages", partIndex)
+var Index = messagesOf(bodykeys.Messages, partIndex)
 
 // ResponsesIndex indexes a Responses body for FindIn as Index does a
 // chat body: its input items down to the content parts.
-var ResponsesIndex = messagesOf("input", partIndex)
+var ResponsesIndex = messagesOf(bodykeys.Input, partIndex)
 
 // MessagesIndex indexes a Messages body for FindIn: its messages down to
 // each content block with a source or a uuid.
-var MessagesIndex = messagesOf("messages", &jsonbody.Index{Members: map[string]*jsonbody.Index{
+var MessagesIndex = messagesOf(bodykeys.Messages, &jsonbody.Index{Members: map[string]*jsonbody.Index{
 	"source": {}, keyUUID: {},
 }})
 

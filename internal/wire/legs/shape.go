@@ -21,15 +21,15 @@ func CapSingleToken(obj *jsonbody.Object, f Format) error {
 		}
 		target = sp
 	}
-	target.Set("max_tokens", []byte("1"))
+	target.Set(bodykeys.MaxTokens, []byte("1"))
 	target.Delete("min_tokens")
 	for _, key := range [...]string{"max_completion_tokens", "max_output_tokens"} {
 		if _, ok := obj.Get(key); ok {
 			obj.Set(key, []byte("1"))
 		}
 	}
-	obj.Set("stream", []byte("false"))
-	obj.Delete("stream_options")
+	obj.Set(bodykeys.Stream, []byte("false"))
+	obj.Delete(bodykeys.StreamOptions)
 	return nil
 }
 
