@@ -31,13 +31,11 @@ import (
 // the "steps" group and the config, CoordinatorService, the gRPC server on
 // server.grpc_listen_addr, and the in-process channel the REST front uses.
 var Module = fx.Module("service",
+	fx.Provide(NewCoordinator, newInterceptors, newGRPCServer, fx.Private), // the module's own
 	fx.Provide(
 		newGatewayClient,
 		fx.Annotate(newPipeline, fx.ParamTags(`group:"steps"`)),
-		NewCoordinator,
 		health.NewServer,
-		newInterceptors,
-		newGRPCServer,
 		newInProcess,
 		NewAddresses,
 		metrics.New,
@@ -105,14 +103,25 @@ func newInterceptors(log *slog.Logger, adm *admission.Controller, cfg config.Con
 	})
 }
 
-func newGRPCServer(svc *Coordinator, chain *Interceptors, h *health.Server, m *metrics.Metrics, cfg config.Config, lt *ListenerTLS) *grpc.Server {
+// grpcServerParams are what the gRPC server is built from.
+type grpcServerParams struct {
+	fx.In
+	Service *Coordinator
+	Chain   *Interceptors
+	Health  *health.Server
+	Metrics *metrics.Metrics
+	Config  config.Config
+	TLS     *ListenerTLS
+}
+
+func newGRPCServer(p grpcServerParams) *grpc.Server {
 	// server.max_header_bytes bounds the call metadata as it bounds REST
 	// headers (gRPC's own default is 16 MiB, forwarded to every leg).
-	opts := []grpc.ServerOption{grpc.MaxHeaderListSize(uint32(min(cfg.Server.MaxHeaderBytes, math.MaxUint32)))}
-	if lt.GRPC != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(lt.GRPC)))
+	opts := []grpc.ServerOption{grpc.MaxHeaderListSize(uint32(min(p.Config.Server.MaxHeaderBytes, math.MaxUint32)))}
+	if p.TLS.GRPC != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(p.TLS.GRPC)))
 	}
-	return NewGRPCServer(svc, chain, h, m, cfg.Server.MaxRequestBodyBytes(), opts...)
+	return NewGRPCServer(p.Service, p.Chain, p.Health, p.Metrics, p.Config.Server.MaxRequestBodyBytes(), opts...)
 }
 
 // InProcess is the REST front's client of CoordinatorService: calls run the
@@ -143,8 +152,20 @@ func newInProcess(lc fx.Lifecycle, svc *Coordinator, chain *Interceptors, cfg co
 // inference calls, it closes the listener and lets what is left (health
 // watches, queued-request lookups) end for up to admission.StopGrace, then closes
 // the connections.
-func serveGRPC(lc fx.Lifecycle, srv *grpc.Server, cfg config.Config, ready *admission.Readiness, addrs *Addresses, log *slog.Logger) {
-	lc.Append(fx.Hook{
+// grpcServing are what serveGRPC serves with.
+type grpcServing struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Server    *grpc.Server
+	Config    config.Config
+	Ready     *admission.Readiness
+	Addresses *Addresses
+	Log       *slog.Logger
+}
+
+func serveGRPC(p grpcServing) {
+	srv, cfg, ready, addrs, log := p.Server, p.Config, p.Ready, p.Addresses, p.Log
+	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(context.Context) error {
 			lis, err := net.Listen("tcp", cfg.Server.GRPCListenAddr)
 			if err != nil {

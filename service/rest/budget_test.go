@@ -16,20 +16,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc/health"
 
 	"github.com/coordinator-project/coordinator/internal/membudget"
-	"github.com/coordinator-project/coordinator/service/admission"
-	"github.com/coordinator-project/coordinator/service/metrics"
 )
 
 // startBudgetFront serves a Handler with budget b and no service behind
 // it: only what the front answers itself (refusals) can be asked.
 func startBudgetFront(t *testing.T, b *membudget.Budget, maxBody int64) string {
 	t.Helper()
-	h, err := NewHandler(context.Background(), nil, maxBody, admission.NewReadiness(health.NewServer()), metrics.New())
-	require.NoError(t, err)
-	h.budget = b
+	h := testHandler(t, nil, Options{MaxBody: maxBody, Budget: b})
 	front := httptest.NewServer(h)
 	t.Cleanup(front.Close)
 	return front.URL

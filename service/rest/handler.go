@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/requestbody"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -51,15 +53,78 @@ type Handler struct {
 	budget *membudget.Budget
 }
 
+// Options are what the REST front serves with besides its
+// CoordinatorService client. Ready and Metrics are required.
+type Options struct {
+	// MaxBody caps request bodies (413 past it).
+	MaxBody int64
+	Ready   *admission.Readiness
+	Metrics *metrics.Metrics
+	// Budget is the process's memory budget (server.memory_budget); nil:
+	// none.
+	Budget *membudget.Budget
+	// Limits bound a body's structure as it is parsed (zero: the
+	// defaults).
+	Limits requestbody.Limits
+	// Trusted are the routing headers a client may set
+	// (server.trusted_routing_headers).
+	Trusted headers.Trusted
+	// TrustTransfer relays a client's transfer params on passthrough paths
+	// (server.trust_client_transfer_params).
+	TrustTransfer bool
+	// StreamWriteTimeout bounds each write of a stream; 0: none.
+	StreamWriteTimeout time.Duration
+	// Queued serves /v1/requests/{id} (requests.go); nil: no step keeps
+	// queued requests. Holder holds a request open; nil: none is.
+	Queued steps.RequestStore
+	Holder steps.Holder
+	// Passthrough relays every path no route serves to the gateway
+	// (passthrough.go); nil: those paths get 404.
+	Passthrough *Passthrough
+}
+
+// Passthrough is what the passthrough relays with: the gateway client, the
+// admission control its requests pass, and the log of what it relays.
+//
+// The passthrough relays every path no route serves (/v1/models,
+// /v1/embeddings, /tokenize, ...) to the gateway with EPP-Profile: decode:
+// same method, path, query and forwardable headers (the client's routing
+// headers dropped, compat D24), x-request-id validated or regenerated. It
+// fails closed (passroute.go): a path with an encoded "/", or not
+// canonical once decoded, is 400; a path that reaches a worker's inference
+// handler outside the pipeline (an inference route with trailing slashes,
+// below one, /invocations) is 404; a coded body is 415; a body that is not
+// one JSON object (whatever its Content-Type) is 400, but a form to vLLM's
+// audio routes, which streams to the gateway as it comes. Each request is
+// admitted by admission as a request (not a stream: what the answer is
+// comes later), so it counts against server.max_concurrent_requests and is
+// drained at shutdown. A JSON body is read whole under the max body size
+// (413 past it), checked, and loses the client's transfer params (compat
+// D23) unless server.trust_client_transfer_params is on; the headers
+// describing the client's body (Digest, ...) go only with a body relayed
+// as sent. The answer is relayed as it comes, whatever its status, each
+// read flushed to the client, the server's write timeout replaced by
+// server.stream_write_timeout per write. No answer from the gateway is
+// 502, or 504 when it timed out.
+type Passthrough struct {
+	Gateway   *gateway.Client
+	Admission *admission.Controller
+	Log       *slog.Logger
+}
+
 // NewHandler builds the REST front over a CoordinatorService client.
-// maxBody caps request bodies (413 past it).
-func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClient, maxBody int64, ready *admission.Readiness, m *metrics.Metrics) (*Handler, error) {
+func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClient, o Options) (*Handler, error) {
 	gw := newGatewayMux()
 	if err := coordinatorv1.RegisterCoordinatorServiceHandlerClient(ctx, gw, client); err != nil {
 		return nil, err
 	}
-	h := &Handler{mux: http.NewServeMux(), gateway: gw, client: client, maxBody: maxBody, ready: ready, metrics: m,
-		endpoints: make(map[string]binding, 5)}
+	h := &Handler{mux: http.NewServeMux(), gateway: gw, client: client, maxBody: o.MaxBody, ready: o.Ready, metrics: o.Metrics,
+		endpoints: make(map[string]binding, 5), budget: o.Budget, limits: o.Limits, trusted: o.Trusted,
+		trustTransfer: o.TrustTransfer, streamWriteTimeout: o.StreamWriteTimeout, holder: o.Holder}
+	if o.Passthrough != nil {
+		h.pass = &passthrough{gateway: o.Passthrough.Gateway, admission: o.Passthrough.Admission, log: o.Passthrough.Log}
+	}
+	h.serveQueued(o.Queued)
 	h.handleInference("POST /v1/chat/completions", coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS)
 	h.handleInference("POST /v1/completions", coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS)
 	h.handleInference("POST /inference/v1/generate", coordinatorv1.Endpoint_ENDPOINT_GENERATE)
@@ -67,9 +132,9 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 	h.handleInference("POST /v1/messages", coordinatorv1.Endpoint_ENDPOINT_MESSAGES)
 	h.handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") }))
 	h.handle("GET /readyz", http.HandlerFunc(h.readyz))
-	h.handle("GET /metrics", m.Handler())
+	h.handle("GET /metrics", o.Metrics.Handler())
 	h.handle("GET /openapi.json", http.HandlerFunc(serveOpenAPI))
-	h.mux.HandleFunc("/v1/requests/{id}", h.unqueued) // ServeQueued's methods win over it
+	h.mux.HandleFunc("/v1/requests/{id}", h.unqueued) // serveQueued's methods win over it
 	h.mux.HandleFunc("/", h.unregistered)
 	return h, nil
 }

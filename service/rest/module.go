@@ -27,22 +27,30 @@ var Module = fx.Module("rest",
 	fx.Invoke(serveHTTP),
 )
 
-func newHandler(in *service.InProcess, cfg config.Config, ready *admission.Readiness, m *metrics.Metrics, p *steps.Pipeline,
-	gateway *gateway.Client, adm *admission.Controller, log *slog.Logger, budget *membudget.Budget) (*Handler, error) {
-	h, err := NewHandler(context.Background(), in.Client, cfg.Server.MaxRequestBodyBytes(), ready, m)
-	if err != nil {
-		return nil, err
-	}
-	store, _ := p.RequestStore()
-	h.ServeQueued(store)
-	h.holder = p
-	h.budget = budget
-	h.streamWriteTimeout = cfg.Server.StreamWriteTimeout
-	h.trustTransfer = cfg.Server.TrustClientTransferParams
-	h.limits = cfg.Server.DocumentLimits()
-	h.trusted = headers.NewTrusted(cfg.Server.TrustedRoutingHeaders...)
-	h.ServePassthrough(gateway, adm, log)
-	return h, nil
+// handlerParams are what the REST front is built from.
+type handlerParams struct {
+	fx.In
+	InProcess *service.InProcess
+	Config    config.Config
+	Ready     *admission.Readiness
+	Metrics   *metrics.Metrics
+	Pipeline  *steps.Pipeline
+	Gateway   *gateway.Client
+	Admission *admission.Controller
+	Log       *slog.Logger
+	Budget    *membudget.Budget
+}
+
+func newHandler(p handlerParams) (*Handler, error) {
+	store, _ := p.Pipeline.RequestStore()
+	srv := p.Config.Server
+	return NewHandler(context.Background(), p.InProcess.Client, Options{
+		MaxBody: srv.MaxRequestBodyBytes(), Ready: p.Ready, Metrics: p.Metrics, Budget: p.Budget,
+		Limits: srv.DocumentLimits(), Trusted: headers.NewTrusted(srv.TrustedRoutingHeaders...),
+		TrustTransfer: srv.TrustClientTransferParams, StreamWriteTimeout: srv.StreamWriteTimeout,
+		Queued: store, Holder: p.Pipeline,
+		Passthrough: &Passthrough{Gateway: p.Gateway, Admission: p.Admission, Log: p.Log},
+	})
 }
 
 // NewServer is the HTTP server of the REST front: HTTP/1.1 and h2c, the
@@ -69,8 +77,20 @@ func NewServer(h http.Handler, cfg config.Server) *http.Server {
 // server.tls is set, each request traced (tracing.go). At stop, after the Admission drain ended the inference
 // calls, it closes the listener and the idle connections and lets the
 // requests left end for up to admission.StopGrace, then closes the rest.
-func serveHTTP(lc fx.Lifecycle, h *Handler, cfg config.Config, addrs *service.Addresses, lt *service.ListenerTLS, log *slog.Logger) {
-	srv := NewServer(traced(h), cfg.Server)
+// httpServing are what serveHTTP serves with.
+type httpServing struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Handler   *Handler
+	Config    config.Config
+	Addresses *service.Addresses
+	TLS       *service.ListenerTLS
+	Log       *slog.Logger
+}
+
+func serveHTTP(p httpServing) {
+	lc, cfg, addrs, lt, log := p.Lifecycle, p.Config, p.Addresses, p.TLS, p.Log
+	srv := NewServer(traced(p.Handler), cfg.Server)
 	if lt.REST != nil {
 		withTLS(srv, lt.REST, log)
 	}

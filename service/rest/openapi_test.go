@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/health"
 
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
@@ -38,9 +39,24 @@ type anyStore struct{ steps.RequestStore }
 // openAPIHandler is a Handler with every route, over no client.
 func openAPIHandler(t *testing.T) *Handler {
 	t.Helper()
-	h, err := NewHandler(context.Background(), nil, 1<<20, admission.NewReadiness(health.NewServer()), metrics.New())
+	return testHandler(t, nil, Options{Queued: anyStore{}})
+}
+
+// testHandler is NewHandler over client with o, its Ready, Metrics and
+// MaxBody (1 MiB) filled in when unset.
+func testHandler(t testing.TB, client coordinatorv1.CoordinatorServiceClient, o Options) *Handler {
+	t.Helper()
+	if o.MaxBody == 0 {
+		o.MaxBody = 1 << 20
+	}
+	if o.Ready == nil {
+		o.Ready = admission.NewReadiness(health.NewServer())
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New()
+	}
+	h, err := NewHandler(context.Background(), client, o)
 	require.NoError(t, err)
-	h.ServeQueued(anyStore{})
 	return h
 }
 

@@ -37,31 +37,6 @@ type passthrough struct {
 	log       *slog.Logger
 }
 
-// ServePassthrough relays every path no route serves (/v1/models,
-// /v1/embeddings, /tokenize, ...) to the gateway with EPP-Profile: decode:
-// same method, path, query and forwardable headers (the client's routing
-// headers dropped, compat D24), x-request-id validated or regenerated. It
-// fails closed (passroute.go): a path with an encoded "/", or not
-// canonical once decoded, is 400; a path that reaches a worker's inference
-// handler outside the pipeline (an inference route with trailing slashes,
-// below one, /invocations) is 404; a coded body is 415; a body that is not
-// one JSON object (whatever its Content-Type) is 400, but a form to vLLM's
-// audio routes, which streams to the gateway as it comes. Each request is
-// admitted by admission as a request (not a stream: what the answer is
-// comes later), so it counts against server.max_concurrent_requests and is
-// drained at shutdown. A JSON body is read whole under the max body size
-// (413 past it), checked, and loses the client's transfer params (compat
-// D23) unless server.trust_client_transfer_params is on; the headers
-// describing the client's body (Digest, ...) go only with a body relayed
-// as sent. The answer is relayed as it comes, whatever its status, each
-// read flushed to the client, the server's write timeout replaced by
-// server.stream_write_timeout per write. No answer from the gateway is
-// 502, or 504 when it timed out. Without ServePassthrough those paths are
-// 404.
-func (h *Handler) ServePassthrough(gateway *gateway.Client, admission *admission.Controller, log *slog.Logger) {
-	h.pass = &passthrough{gateway: gateway, admission: admission, log: log}
-}
-
 // unregistered serves a path no route claims: the passthrough, counted in
 // the metrics and logged once; 404 without one.
 func (h *Handler) unregistered(w http.ResponseWriter, r *http.Request) {

@@ -86,12 +86,11 @@ func TestPassthroughLeavesServedPathsAlone(t *testing.T) {
 
 func TestQueuedRequestPathsWithABroker(t *testing.T) {
 	t.Parallel()
-	h := openAPIHandler(t) // ServeQueued on
 	gw, hits := startGateway(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	c, err := gateway.New(gateway.Options{Address: gw})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	h.ServePassthrough(c, nil, slog.New(slog.DiscardHandler))
+	h := testHandler(t, nil, Options{Queued: anyStore{}, Passthrough: &Passthrough{Gateway: c, Log: slog.New(slog.DiscardHandler)}})
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/requests/job-1", nil))
 	assert.Equal(t, http.StatusMethodNotAllowed, w.Code)

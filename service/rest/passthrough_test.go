@@ -16,7 +16,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc/health"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/gateway"
@@ -64,18 +63,12 @@ func startPassFront(t *testing.T, gatewayURL string, o passOptions) *passFront {
 // passthrough relays to gatewayURL.
 func newPassHandler(t testing.TB, gatewayURL string, o passOptions) *Handler {
 	t.Helper()
-	if o.maxBody == 0 {
-		o.maxBody = 1 << 20
-	}
-	h, err := NewHandler(context.Background(), o.service, o.maxBody, admission.NewReadiness(health.NewServer()), metrics.New())
-	require.NoError(t, err)
 	gw, err := gateway.New(gateway.Options{Address: gatewayURL, ResponseHeaderTimeout: o.headerTimeout})
 	require.NoError(t, err)
 	t.Cleanup(gw.Close)
-	h.streamWriteTimeout = o.writeTimeout
-	h.trusted = headers.NewTrusted(o.trusted...)
-	h.ServePassthrough(gw, o.admission, slog.New(slog.DiscardHandler))
-	return h
+	return testHandler(t, o.service, Options{MaxBody: o.maxBody, StreamWriteTimeout: o.writeTimeout,
+		Trusted:     headers.NewTrusted(o.trusted...),
+		Passthrough: &Passthrough{Gateway: gw, Admission: o.admission, Log: slog.New(slog.DiscardHandler)}})
 }
 
 // startGateway serves handler as the gateway and counts its requests.

@@ -11,12 +11,12 @@ import (
 	"github.com/coordinator-project/coordinator/steps"
 )
 
-// ServeQueued serves the queued requests of the pipeline's request store
+// serveQueued serves the queued requests of the pipeline's request store
 // (a step implementing steps.RequestStore, such as async-broker): GET and
 // DELETE /v1/requests/{id}, transcoded onto GetRequest and DeleteRequest.
 // Without a store (nil) the routes stay unregistered: 404, as in the
 // reference without the step.
-func (h *Handler) ServeQueued(store steps.RequestStore) {
+func (h *Handler) serveQueued(store steps.RequestStore) {
 	if store == nil {
 		return
 	}

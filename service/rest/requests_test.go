@@ -59,7 +59,7 @@ func TestQueuedAnswers(t *testing.T) {
 func TestServeQueuedWithoutStoreKeepsTheRoutesUnregistered(t *testing.T) {
 	t.Parallel()
 	h := &Handler{mux: http.NewServeMux()}
-	h.ServeQueued(nil)
+	h.serveQueued(nil)
 	_, pattern := h.mux.Handler(httptest.NewRequest(http.MethodGet, "/v1/requests/j", nil))
 	assert.Empty(t, pattern)
 }

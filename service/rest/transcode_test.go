@@ -16,15 +16,12 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/service/admission"
-	"github.com/coordinator-project/coordinator/service/metrics"
 )
 
 // fakeClient is the CoordinatorService as the gateway sees it: it records
@@ -98,10 +95,7 @@ func events(data ...string) *coordinatorv1.GenerateStreamResponse {
 
 func fakeFront(t *testing.T, f *fakeClient) *Handler {
 	t.Helper()
-	h, err := NewHandler(context.Background(), f, 1<<20, admission.NewReadiness(health.NewServer()), metrics.New())
-	require.NoError(t, err)
-	h.streamWriteTimeout = time.Minute
-	return h
+	return testHandler(t, f, Options{StreamWriteTimeout: time.Minute})
 }
 
 func postTo(h http.Handler, path, body string, header http.Header) *httptest.ResponseRecorder {
