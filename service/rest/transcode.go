@@ -6,12 +6,12 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/internal/requestbody"
 
 	"google.golang.org/grpc/status"
-
-	"github.com/coordinator-project/coordinator/internal/requestid"
 )
 
 // noForm is the PostForm of every request the front hands the gateway:
@@ -41,7 +41,7 @@ func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, c
 	x.door.Doc = doc
 	ctx := frontdoor.With(r.Context(), &x.door)
 	if c.minted { // the service sends it on the legs as it is (compat D25)
-		ctx = requestid.WithMinted(ctx)
+		ctx = headers.WithMintedRequestID(ctx)
 	}
 	gr := r.WithContext(withCall(ctx, &x.call))
 	x.url.Path, x.url.RawPath, x.url.RawQuery = b.path, "", ""

@@ -1,4 +1,4 @@
-package requestid
+package headers
 
 import (
 	"context"
@@ -20,7 +20,7 @@ const maxLen = 128
 // id per session), and a leg's id names its KV hand-off (NIXL's
 // remote_request_id): two requests in flight must never share one. The
 // result is Valid and starts with (a prefix of) id.
-func ForLegs(id string) string {
+func LegRequestID(id string) string {
 	if len(id) > maxLen-1-suffixLen {
 		id = id[:maxLen-1-suffixLen]
 	}
@@ -34,7 +34,7 @@ func ForLegs(id string) string {
 
 // LegsOf reports whether legID is the id the legs of a request with id id
 // carry: id itself, or one ForLegs made from it.
-func LegsOf(legID, id string) bool {
+func IsLegRequestID(legID, id string) bool {
 	if legID == id {
 		return true
 	}
@@ -63,12 +63,12 @@ type mintedKey struct{}
 // one whose id the coordinator made (OrNew found no valid id to keep),
 // for a front that settles the id before it calls the service in process:
 // such an id is unique already, and its legs carry it as it is.
-func WithMinted(ctx context.Context) context.Context {
+func WithMintedRequestID(ctx context.Context) context.Context {
 	return context.WithValue(ctx, mintedKey{}, true)
 }
 
 // Minted reports whether ctx carries WithMinted's mark.
-func Minted(ctx context.Context) bool {
+func MintedRequestID(ctx context.Context) bool {
 	v, _ := ctx.Value(mintedKey{}).(bool)
 	return v
 }

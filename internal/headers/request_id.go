@@ -1,6 +1,6 @@
 // Package requestid validates and makes the request id the coordinator sends
 // as x-request-id on every leg and returns to the client.
-package requestid
+package headers
 
 import (
 	"github.com/google/uuid"
@@ -8,7 +8,7 @@ import (
 
 // Valid reports whether id may be used as x-request-id on the legs: 1 to
 // 128 characters of A-Z, a-z, 0-9 and '-' (as the reference).
-func Valid(id string) bool {
+func ValidRequestID(id string) bool {
 	if len(id) == 0 || len(id) > 128 {
 		return false
 	}
@@ -22,8 +22,8 @@ func Valid(id string) bool {
 }
 
 // OrNew returns id when it is valid and a fresh UUIDv4 otherwise.
-func OrNew(id string) string {
-	if Valid(id) {
+func RequestIDOrNew(id string) string {
+	if ValidRequestID(id) {
 		return id
 	}
 	return uuid.NewString()
