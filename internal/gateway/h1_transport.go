@@ -1,4 +1,4 @@
-// Package h1 is an HTTP/1.1 client transport that makes each round trip on
+// The legs' HTTP/1.1 transport (h1_*.go): HTTP1Transport makes each round trip on
 // the caller's goroutine: the caller writes the request, then reads the
 // answer's header and, as it reads the body, the body, from the
 // connection. It keeps no goroutine of its own.
@@ -11,10 +11,11 @@
 // does: requests to one or a few plain-http hosts over keep-alive
 // connections, one request at a time on each. It writes the very bytes
 // net/http's Transport writes (both use http.Request's writer), refuses
-// the requests it refuses (valid.go), sends a request once more where it
-// would (resend.go) and reads answers with http.ReadResponse. It does not
+// the requests it refuses (h1_valid.go), sends a request once more where it
+// would (h1_resend.go) and reads answers with http.ReadResponse. It does not
 // do HTTPS, HTTP/2, proxies, 100-continue or compression (a leg asks for
 // none).
+
 package gateway
 
 import (
@@ -28,7 +29,7 @@ import (
 	"time"
 )
 
-// Transport is an http.RoundTripper for plain-http requests. Its zero
+// HTTP1Transport is an http.RoundTripper for plain-http requests. Its zero
 // value dials with a net.Dialer and keeps two idle connections a host.
 // Safe for concurrent use.
 type HTTP1Transport struct {

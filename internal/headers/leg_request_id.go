@@ -14,7 +14,7 @@ const suffixLen = 16
 // maxLen is the longest valid id.
 const maxLen = 128
 
-// ForLegs returns the id the legs of one request carry when its client
+// LegRequestID returns the id the legs of one request carry when its client
 // sent id, a valid id (compat D25): id, cut to leave room, then '-' and
 // suffixLen random hex digits. Clients reuse ids (retries, fixed ids, one
 // id per session), and a leg's id names its KV hand-off (NIXL's
@@ -32,8 +32,8 @@ func LegRequestID(id string) string {
 	return string(hex.AppendEncode(b, random[:]))
 }
 
-// LegsOf reports whether legID is the id the legs of a request with id id
-// carry: id itself, or one ForLegs made from it.
+// IsLegRequestID reports whether legID is the id the legs of a request with id id
+// carry: id itself, or one LegRequestID made from it.
 func IsLegRequestID(legID, id string) bool {
 	if legID == id {
 		return true
@@ -59,15 +59,15 @@ func isHex(s string) bool {
 
 type mintedKey struct{}
 
-// WithMinted returns ctx marking the request of the call made on it as
-// one whose id the coordinator made (OrNew found no valid id to keep),
+// WithMintedRequestID returns ctx marking the request of the call made on it as
+// one whose id the coordinator made (RequestIDOrNew found no valid id to keep),
 // for a front that settles the id before it calls the service in process:
 // such an id is unique already, and its legs carry it as it is.
 func WithMintedRequestID(ctx context.Context) context.Context {
 	return context.WithValue(ctx, mintedKey{}, true)
 }
 
-// Minted reports whether ctx carries WithMinted's mark.
+// MintedRequestID reports whether ctx carries WithMintedRequestID's mark.
 func MintedRequestID(ctx context.Context) bool {
 	v, _ := ctx.Value(mintedKey{}).(bool)
 	return v

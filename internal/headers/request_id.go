@@ -1,12 +1,14 @@
-// Package requestid validates and makes the request id the coordinator sends
-// as x-request-id on every leg and returns to the client.
+// Request ids: the id the coordinator sends as x-request-id on every leg
+// and returns to the client, validated or made (compat D25 for the legs':
+// leg_request_id.go).
+
 package headers
 
 import (
 	"github.com/google/uuid"
 )
 
-// Valid reports whether id may be used as x-request-id on the legs: 1 to
+// ValidRequestID reports whether id may be used as x-request-id on the legs: 1 to
 // 128 characters of A-Z, a-z, 0-9 and '-' (as the reference).
 func ValidRequestID(id string) bool {
 	if len(id) == 0 || len(id) > 128 {
@@ -21,7 +23,7 @@ func ValidRequestID(id string) bool {
 	return true
 }
 
-// OrNew returns id when it is valid and a fresh UUIDv4 otherwise.
+// RequestIDOrNew returns id when it is valid and a fresh UUIDv4 otherwise.
 func RequestIDOrNew(id string) string {
 	if ValidRequestID(id) {
 		return id

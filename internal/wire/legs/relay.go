@@ -1,6 +1,7 @@
-// Package relay passes a worker's answer on to the client as it arrives:
-// the header, then each server-sent event of a stream in batches (the SSE
-// relay), or the whole body of a JSON answer.
+// The SSE relay (relay.go, relay_lines.go): Relay passes a worker's answer
+// on to the client's Sink as it arrives: the header, then each server-sent
+// event of a stream in batches, or the whole body of a JSON answer.
+
 package legs
 
 import (
@@ -18,7 +19,7 @@ import (
 // maxEventSize bounds one server-sent event from a worker.
 const maxEventSize = 16 << 20
 
-// Answer passes a worker's 2xx answer to the sink: its header, then each
+// Relay passes a worker's 2xx answer to the sink: its header, then each
 // server-sent event as it arrives when the worker streams, otherwise the
 // whole body, read within c (ReadBody: a longer body is a
 // *TooLargeError) and drawn from ctx's account. It closes the
