@@ -129,7 +129,7 @@ func frontDoorEndpoints() []coordinatorv1.Endpoint {
 // newAPIFront is the REST front over fake.
 func newAPIFront(t *testing.T, fake *endpointRecorder) *rest.Handler {
 	t.Helper()
-	h, err := rest.NewHandler(context.Background(), fake, 1<<20, admission.NewReadiness(health.NewServer()), metrics.New())
+	h, err := rest.NewHandler(context.Background(), fake, rest.Options{MaxBody: 1 << 20, Ready: admission.NewReadiness(health.NewServer()), Metrics: metrics.New()})
 	require.NoError(t, err)
 	return h
 }
