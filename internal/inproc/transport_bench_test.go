@@ -9,7 +9,9 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/fullstorydev/grpchan/inprocgrpc"
 	"github.com/stretchr/testify/require"
@@ -29,48 +31,67 @@ import (
 // with a no-op unary and stream interceptor; the caller passes grpc.Header
 // and grpc.Trailer, as grpc-gateway does. Shapes: a unary Generate with a
 // ~2 KiB chat body and reply, and a GenerateStream of 32 ~100-byte chunks.
-// Besides ns/op, B/op and allocs/op, each row reports its ns/op and
-// allocs/op over bufconn's in the same run (x-bufconn-ns, x-bufconn-allocs).
+// Besides ns/op, B/op and allocs/op, each row reports the process's CPU an
+// op (cpu-ns/op: unlike the wall time, it does not count waiting for other
+// processes) and its ns/op, cpu-ns/op and allocs/op over bufconn's in the
+// same run (x-bufconn-ns, x-bufconn-cpu, x-bufconn-allocs; with -count,
+// over bufconn's last run, since each row runs count times before the next).
 func BenchmarkInProcessTransport(b *testing.B) {
 	svc := newBenchService()
 	for _, shape := range benchShapes {
-		base := map[string]float64{}
+		var base opCost
 		for _, tr := range benchTransports {
 			b.Run(shape.name+"/"+tr.name, func(b *testing.B) {
 				client, closeAll := tr.dial(b, svc)
 				defer closeAll()
-				op := shape.op(svc, client, tr.handOver)
 				b.ReportAllocs()
-				ns, allocs := measure(b, op)
+				cost := measure(b, shape.op(svc, client, tr.handOver))
+				b.ReportMetric(cost.cpu, "cpu-ns/op")
 				if tr.name == "bufconn" {
-					base["ns"], base["allocs"] = ns, allocs
+					base = cost
 				}
-				if base["ns"] > 0 {
-					b.ReportMetric(ns/base["ns"], "x-bufconn-ns")
-					b.ReportMetric(allocs/max(base["allocs"], 1), "x-bufconn-allocs")
+				if base.ns > 0 {
+					b.ReportMetric(cost.ns/base.ns, "x-bufconn-ns")
+					b.ReportMetric(cost.cpu/max(base.cpu, 1), "x-bufconn-cpu")
+					b.ReportMetric(cost.allocs/max(base.allocs, 1), "x-bufconn-allocs")
 				}
 			})
 		}
 	}
 }
 
+// opCost is what an op cost: wall and process CPU time in ns, allocations.
+type opCost struct{ ns, cpu, allocs float64 }
+
 // measure runs op once untimed (bufconn's client connects at its first
-// call), then in b's loop, and returns its time and allocations an op, as
-// the testing package reports them, for the ratios to bufconn.
-func measure(b *testing.B, op func() error) (ns, allocs float64) {
+// call), then in b's loop, and returns its cost an op, as the testing
+// package reports it, for the ratios to bufconn.
+func measure(b *testing.B, op func() error) opCost {
 	if err := op(); err != nil {
 		b.Fatal(err)
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	cpu := processCPU(b)
 	for b.Loop() {
 		if err := op(); err != nil {
 			b.Fatal(err)
 		}
 	}
+	cpu = processCPU(b) - cpu
 	runtime.ReadMemStats(&after)
 	n := float64(b.N)
-	return float64(b.Elapsed().Nanoseconds()) / n, float64(after.Mallocs-before.Mallocs) / n
+	return opCost{ns: float64(b.Elapsed().Nanoseconds()) / n, cpu: float64(cpu.Nanoseconds()) / n,
+		allocs: float64(after.Mallocs-before.Mallocs) / n}
+}
+
+// processCPU is the CPU time (user and system) this process used so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // TestBenchTransportsAnswer runs each benchmarked call once on each
