@@ -131,7 +131,7 @@ func newBenchService() *benchService {
 			`"usage":{"prompt_tokens":420,"completion_tokens":400,"total_tokens":820}}`, content),
 	}
 	for i := range 32 {
-		chunk := fmt.Appendf(nil, `{"id":"chatcmpl-bench","choices":[{"index":0,"delta":{"content":"token %02d"}}]}`, i)
+		chunk := fmt.Appendf(nil, `{"id":"chatcmpl-bench","model":"bench","choices":[{"index":0,"delta":{"content":"token %02d"}}]}`, i)
 		s.chunks = append(s.chunks, chunk)
 		s.data = append(s.data, [][]byte{chunk})
 	}
