@@ -98,6 +98,7 @@ func processCPU(b *testing.B) time.Duration {
 // transport: every one gets the fake's exact reply and chunks, and closing
 // the transports leaves no goroutine (TestMain's goleak).
 func TestBenchTransportsAnswer(t *testing.T) {
+	t.Parallel()
 	svc := newBenchService()
 	for _, tr := range benchTransports {
 		client, closeAll := tr.dial(t, svc)
