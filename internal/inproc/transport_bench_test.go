@@ -244,7 +244,7 @@ func noopStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler
 
 func dialChannel(_ testing.TB, svc coordinatorv1.CoordinatorServiceServer) (coordinatorv1.CoordinatorServiceClient, func()) {
 	ch := NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, Options{
-		Unary: noopUnary, Stream: noopStream, MaxRecv: 4 << 20, HandOverOf: handOverOf, Pass: passByReference})
+		Unary: noopUnary, Stream: noopStream, MaxRecv: 4 << 20, Pass: passByReference})
 	return coordinatorv1.NewCoordinatorServiceClient(ch), ch.Close
 }
 
