@@ -28,7 +28,6 @@ import (
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/config"
@@ -255,15 +254,15 @@ const headerRequestID = "x-request-id"
 
 // requestIDs are the request's id, on the answer and in the logs
 // (requestID), and the id its legs carry (compat D25): a client's id made
-// unique (requestid.ForLegs) unless server.client_request_id_on_legs is
-// on; a fresh one, made here or by the REST front (requestid.WithMinted),
+// unique (headers.LegRequestID) unless server.client_request_id_on_legs is
+// on; a fresh one, made here or by the REST front (headers.WithMintedRequestID),
 // is unique already and goes as it is.
 func (c *Coordinator) requestIDs(ctx context.Context, fromMessage string) (id, legID string) {
 	id, minted := settleRequestID(ctx, fromMessage)
-	if minted || c.clientIDOnLegs || requestid.Minted(ctx) {
+	if minted || c.clientIDOnLegs || headers.MintedRequestID(ctx) {
 		return id, id
 	}
-	return id, requestid.ForLegs(id)
+	return id, headers.LegRequestID(id)
 }
 
 // requestID is the request's id: the message's, else a valid x-request-id
@@ -283,7 +282,7 @@ func settleRequestID(ctx context.Context, fromMessage string) (id string, minted
 	if vs := metadata.ValueFromIncomingContext(ctx, headerRequestID); len(vs) > 0 {
 		v = vs[0]
 	}
-	id = requestid.OrNew(v)
+	id = headers.RequestIDOrNew(v)
 	return id, id != v
 }
 

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/inproc"
 	"github.com/coordinator-project/coordinator/internal/membudget"
@@ -139,9 +138,8 @@ type InProcess struct {
 func newInProcess(lc fx.Lifecycle, svc *Coordinator, chain *Interceptors, cfg config.Config) *InProcess {
 	ch := inproc.NewChannel(&coordinatorv1.CoordinatorService_ServiceDesc, svc, inproc.Options{
 		Unary: chain.Unary, Stream: chain.Stream,
-		MaxRecv:    int(cfg.Server.MaxRequestBodyBytes()) + messageSlack,
-		HandOverOf: frontdoor.HandOverOf,
-		Pass:       handOver,
+		MaxRecv: int(cfg.Server.MaxRequestBodyBytes()) + messageSlack,
+		Pass:    handOver,
 	})
 	lc.Append(fx.StopHook(ch.Close))
 	return &InProcess{Client: coordinatorv1.NewCoordinatorServiceClient(ch), Channel: ch}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"github.com/stretchr/testify/assert"
 	"google.golang.org/grpc/metadata"
-
-	"github.com/coordinator-project/coordinator/internal/requestid"
 )
 
 // TestRequestIDs pins compat D25: the client's id names the request, and
@@ -32,7 +32,7 @@ func TestRequestIDs(t *testing.T) {
 		{name: "verbatim switch, message id", ctx: context.Background(), fromMessage: "abc", onLegs: true, id: "abc"},
 		{name: "no id: made here, unique already", ctx: context.Background()},
 		{name: "invalid header id: made here", ctx: withHeader("a b")},
-		{name: "made by the REST front", ctx: requestid.WithMinted(context.Background()),
+		{name: "made by the REST front", ctx: headers.WithMintedRequestID(context.Background()),
 			fromMessage: "0b8f8a6e-7a43-4c59-9d0b-2f4f6f0f8e21", id: "0b8f8a6e-7a43-4c59-9d0b-2f4f6f0f8e21"},
 	}
 	for _, tt := range tests {
@@ -45,13 +45,13 @@ func TestRequestIDs(t *testing.T) {
 			} else {
 				assert.Equal(t, tt.id, id)
 			}
-			assert.True(t, requestid.Valid(legID), legID)
+			assert.True(t, headers.ValidRequestID(legID), legID)
 			if !tt.unique {
 				assert.Equal(t, id, legID)
 				return
 			}
 			assert.NotEqual(t, id, legID)
-			assert.True(t, requestid.LegsOf(legID, id), legID)
+			assert.True(t, headers.IsLegRequestID(legID, id), legID)
 			_, again := c.requestIDs(tt.ctx, tt.fromMessage)
 			assert.NotEqual(t, legID, again, "each request its own")
 		})

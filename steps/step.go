@@ -1,14 +1,14 @@
-// Package steps holds the pipeline: the Step contract, the per-request
-// RequestContext, the Pipeline that runs configured steps in order, and one
-// file per built-in step.
+// Package steps is the pipeline's contract: the Step interface and its
+// Plugin, the per-request RequestContext and the Sink its answer goes to,
+// the capabilities a step may add (capabilities.go), and the Pipeline that
+// runs the configured steps in order. It names no step: the built-in steps
+// are steps/builtin, one file each, and the async-broker step is
+// steps/asyncbroker.
 //
-// What the steps share lives in packages of its own below, which import
-// no step: legs (a leg's format, the single-token cap, reading its
-// answer), features (the vLLM features JSON), imageparts (a chat body's
-// image parts), pd (prefill/decode request and answer shaping) and relay
-// (the SSE relay). This package aliases the few of their names the service
-// uses (Format, MultimodalEntry, Usage, ...), so the service imports only
-// the contract and the step packages it wires.
+// What the steps share lives in libraries under internal/, which import no
+// step: the request body (internal/requestbody), the worker wire shapes
+// (internal/wire: legs, features, imageparts, pd, bodykeys) and the
+// gateway client (internal/gateway).
 //
 // Steps never see transport types: they read and write the RequestContext,
 // call the gateway through internal/gateway, and write the client's answer

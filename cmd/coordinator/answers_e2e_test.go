@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -17,7 +19,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/sim"
 )
@@ -297,7 +298,7 @@ func TestRESTLegsCarryTheClientsAccept(t *testing.T) {
 		require.Len(t, legs, 1)
 		assert.Equal(t, "application/json", legs[0].Header.Get("Accept"), f.name)
 		assert.Equal(t, "/v1/chat/completions", legs[0].Path, f.name)
-		assert.True(t, requestid.LegsOf(legs[0].Header.Get("X-Request-Id"), "rid-accept"), f.name)
+		assert.True(t, headers.IsLegRequestID(legs[0].Header.Get("X-Request-Id"), "rid-accept"), f.name)
 		if f.stream {
 			assert.Equal(t, "text/event-stream", a.header.Get("Content-Type"))
 			assert.Equal(t, "[DONE]", a.events[len(a.events)-1])

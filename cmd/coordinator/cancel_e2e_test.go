@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -22,7 +24,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -345,7 +346,7 @@ func (l *legEnds) add(e sim.LegEnd) {
 	l.ends = append(l.ends, e)
 	var run []func()
 	for _, h := range l.hooks {
-		if requestid.LegsOf(e.RequestID, h.requestID) && h.target == e.Target {
+		if headers.IsLegRequestID(e.RequestID, h.requestID) && h.target == e.Target {
 			run = append(run, h.fn)
 		}
 	}
@@ -368,7 +369,7 @@ func (l *legEnds) of(requestID string) []sim.LegEnd {
 	defer l.mu.Unlock()
 	var out []sim.LegEnd
 	for _, e := range l.ends {
-		if requestid.LegsOf(e.RequestID, requestID) {
+		if headers.IsLegRequestID(e.RequestID, requestID) {
 			out = append(out, e)
 		}
 	}
@@ -379,7 +380,7 @@ func (l *legEnds) of(requestID string) []sim.LegEnd {
 func legsOf(s *sim.Sim, requestID string) []sim.Leg {
 	var out []sim.Leg
 	for _, l := range s.Legs() {
-		if requestid.LegsOf(l.Header.Get("X-Request-Id"), requestID) {
+		if headers.IsLegRequestID(l.Header.Get("X-Request-Id"), requestID) {
 			out = append(out, l)
 		}
 	}

@@ -7,11 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -115,7 +116,7 @@ func TestCascadeImageChatStreamsThroughEncodePrefillDecode(t *testing.T) {
 	assert.Contains(t, string(legs[4].Body), `"uuid":"`+hash+`"`)
 	id := legs[0].Header.Get("X-Request-Id")
 	for _, l := range legs {
-		assert.True(t, requestid.LegsOf(l.Header.Get("X-Request-Id"), id), "one id on every leg, render included (D5)")
+		assert.True(t, headers.IsLegRequestID(l.Header.Get("X-Request-Id"), id), "one id on every leg, render included (D5)")
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -19,7 +21,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/sim"
 )
@@ -352,7 +353,7 @@ pipeline:
 func faultLegCounts(s *sim.Sim, requestID string) map[string]int {
 	counts := map[string]int{}
 	for _, l := range s.Legs() {
-		if !requestid.LegsOf(l.Header.Get("X-Request-Id"), requestID) {
+		if !headers.IsLegRequestID(l.Header.Get("X-Request-Id"), requestID) {
 			continue
 		}
 		if l.Service == sim.ServiceRender {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"buf.build/go/protovalidate"
 	"github.com/stretchr/testify/assert"
@@ -18,7 +20,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/sim"
 	"github.com/coordinator-project/coordinator/steps/steptest"
@@ -50,7 +51,7 @@ func TestGRPCGenerate(t *testing.T) {
 
 	leg := s.Legs()[0]
 	assert.Equal(t, chatBody, string(leg.Body))
-	assert.True(t, requestid.LegsOf(leg.Header.Get("X-Request-Id"), "grpc-1"))
+	assert.True(t, headers.IsLegRequestID(leg.Header.Get("X-Request-Id"), "grpc-1"))
 	assert.Equal(t, "Bearer g", leg.Header.Get("Authorization"))
 	assert.Equal(t, "t1", leg.Header.Get("X-Tenant"))
 	assert.NotContains(t, leg.Header.Get("User-Agent"), "grpc-go", "gRPC's own metadata stays out of the legs")

@@ -15,12 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/metadata"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -59,7 +60,7 @@ func (e *earpiece) of(id string) []heardLeg {
 	defer e.mu.Unlock()
 	var out []heardLeg
 	for _, l := range e.legs {
-		if requestid.LegsOf(l.header.Get("X-Request-Id"), id) {
+		if headers.IsLegRequestID(l.header.Get("X-Request-Id"), id) {
 			out = append(out, l)
 		}
 	}

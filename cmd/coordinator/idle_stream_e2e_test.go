@@ -18,7 +18,7 @@ import (
 
 // TestAnOpenStreamHoldsNoLegGoroutine opens a streamed chat whose worker
 // sent one event and waits: the decode leg holds no goroutine of its own
-// (internal/gateway/h1), where net/http's transport held its read and write loops.
+// (internal/gateway, h1_*.go), where net/http's transport held its read and write loops.
 // The client is a raw connection, so any net/http transport goroutine in
 // the process would be the leg's.
 func TestAnOpenStreamHoldsNoLegGoroutine(t *testing.T) {

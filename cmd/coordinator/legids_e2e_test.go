@@ -7,13 +7,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -24,11 +25,11 @@ import (
 const legIDsChat = `{"model":"sim-model","max_tokens":3,"messages":[{"role":"user","content":"Who holds my KV blocks?"}]}`
 
 // requestLegs is the gateway and render legs of the requests with client id id
-// (requestid.LegsOf), grouped by the id they carried.
+// (headers.IsLegRequestID), grouped by the id they carried.
 func requestLegs(s *sim.Sim, id string) map[string][]sim.Leg {
 	out := map[string][]sim.Leg{}
 	for _, l := range s.Legs() {
-		if legID := l.Header.Get("X-Request-Id"); requestid.LegsOf(legID, id) {
+		if legID := l.Header.Get("X-Request-Id"); headers.IsLegRequestID(legID, id) {
 			out[legID] = append(out[legID], l)
 		}
 	}

@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -38,7 +39,7 @@ func TestPassthroughThroughTheApp(t *testing.T) {
 	require.Len(t, models.Data, 1)
 	assert.Equal(t, sim.DefaultModel, models.Data[0].ID, "the decode worker's own answer")
 	id := resp.Header.Get("X-Request-Id")
-	assert.True(t, requestid.Valid(id), id)
+	assert.True(t, headers.ValidRequestID(id), id)
 
 	legs := s.Legs()
 	require.Len(t, legs, 1)

@@ -9,12 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -267,7 +268,7 @@ func pdCheckNotVacuous(t *testing.T, c pdRESTCase, a pdRESTAnswer, repeated bool
 func pdLegs(s *sim.Sim, id, profile string) []sim.Leg {
 	var out []sim.Leg
 	for _, l := range s.Legs() {
-		if requestid.LegsOf(l.Header.Get("X-Request-Id"), id) && l.Profile == profile {
+		if headers.IsLegRequestID(l.Header.Get("X-Request-Id"), id) && l.Profile == profile {
 			out = append(out, l)
 		}
 	}

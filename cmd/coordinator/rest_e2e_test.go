@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/sim"
 )
 
@@ -44,7 +45,7 @@ func TestRESTChatNonStreaming(t *testing.T) {
 	assert.Equal(t, "decode", legs[0].Profile)
 	assert.Equal(t, "/v1/chat/completions", legs[0].Path)
 	assert.Equal(t, chatBody, string(legs[0].Body), "a decode-only pipeline sends the client's bytes")
-	assert.True(t, requestid.LegsOf(legs[0].Header.Get("X-Request-Id"), "req-abc-123"))
+	assert.True(t, headers.IsLegRequestID(legs[0].Header.Get("X-Request-Id"), "req-abc-123"))
 	assert.Equal(t, "Bearer tok", legs[0].Header.Get("Authorization"))
 }
 

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -21,7 +23,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/sim"
 	"github.com/coordinator-project/coordinator/steps/steptest"
@@ -221,7 +222,7 @@ func TestTokensExact(t *testing.T) {
 					legs := s.Legs()
 					require.Equal(t, p.legs, legSummary(legs))
 					for _, l := range legs {
-						assert.True(t, requestid.LegsOf(l.Header.Get("X-Request-Id"), id))
+						assert.True(t, headers.IsLegRequestID(l.Header.Get("X-Request-Id"), id))
 						assert.Equal(t, tokensPromptJSON, string(field(t, l.Body, "token_ids")), "%s: the client's IDs byte for byte", l.Profile)
 						assert.Equal(t, c.tc.prompt, tokenIDsOf(t, l.Body))
 						assert.JSONEq(t, `"`+l.Header.Get("X-Request-Id")+`"`, string(field(t, l.Body, "request_id")), "the body names the leg as its header does")

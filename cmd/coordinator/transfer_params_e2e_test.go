@@ -9,11 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/sim"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
@@ -134,7 +135,7 @@ func TestClientTransferParamsNeverReachAWorker(t *testing.T) {
 					require.Equal(t, http.StatusOK, code, answer)
 					var profiles []string
 					for _, l := range s.Legs() {
-						if !requestid.LegsOf(l.Header.Get("X-Request-Id"), id) {
+						if !headers.IsLegRequestID(l.Header.Get("X-Request-Id"), id) {
 							continue
 						}
 						assert.NotContains(t, string(l.Body), evilHost, "%s %s leg %s carries the client's transfer params", api, c.path, l.Profile)

@@ -14,7 +14,6 @@ package frontdoor
 import (
 	"context"
 
-	"github.com/coordinator-project/coordinator/internal/inproc"
 	"github.com/coordinator-project/coordinator/internal/requestbody"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
@@ -45,10 +44,6 @@ type Call struct {
 	// service would check it (its format's structure, the body cap, the
 	// structure limits); nil when the front parsed none.
 	Doc *requestbody.Document
-	// HandOver is the in-process channel's record of the call, whose
-	// messages the front hands over by reference (it built and bounded
-	// them); the front ends a stream it stopped reading with HandOver.End.
-	HandOver inproc.HandOver
 }
 
 type callKey struct{}
@@ -76,16 +71,6 @@ func Of(ctx context.Context) Door {
 func Checked(ctx context.Context) bool {
 	c := callOf(ctx)
 	return c != nil && c.Doc != nil
-}
-
-// HandOverOf is the in-process channel's inproc.Options.HandOverOf: the
-// record of a call whose request the front checked, nil otherwise.
-func HandOverOf(ctx context.Context) *inproc.HandOver {
-	c := callOf(ctx)
-	if c == nil || c.Doc == nil {
-		return nil
-	}
-	return &c.HandOver
 }
 
 // ParsedBody returns the front's document of body when it parsed exactly

@@ -17,7 +17,6 @@ func TestANetworkCallHasNoCall(t *testing.T) {
 	assert.Equal(t, frontdoor.GRPC, frontdoor.Of(ctx))
 	assert.Equal(t, "grpc", frontdoor.Of(ctx).String())
 	assert.False(t, frontdoor.Checked(ctx))
-	assert.Nil(t, frontdoor.HandOverOf(ctx), "a network call's messages are copied")
 	assert.Nil(t, frontdoor.ParsedBody(ctx, []byte(`{}`), legs.FormatChat))
 }
 
@@ -31,7 +30,6 @@ func TestTheFrontsCallCarriesItsParse(t *testing.T) {
 	assert.Equal(t, frontdoor.REST, frontdoor.Of(ctx))
 	assert.Equal(t, "rest", frontdoor.Of(ctx).String())
 	assert.True(t, frontdoor.Checked(ctx))
-	assert.Same(t, &call.HandOver, frontdoor.HandOverOf(ctx), "the channel keeps its record in the call")
 	assert.Same(t, doc, frontdoor.ParsedBody(ctx, body, legs.FormatChat), "the very bytes parsed, for their format")
 	assert.Nil(t, frontdoor.ParsedBody(ctx, []byte(string(body)), legs.FormatChat), "equal bytes elsewhere are another body")
 	assert.Nil(t, frontdoor.ParsedBody(ctx, body, legs.FormatCompletions), "another format")
@@ -41,5 +39,4 @@ func TestACallWithoutParseIsNotChecked(t *testing.T) {
 	ctx := frontdoor.With(context.Background(), &frontdoor.Call{})
 	assert.Equal(t, frontdoor.REST, frontdoor.Of(ctx))
 	assert.False(t, frontdoor.Checked(ctx), "the service validates what the front did not")
-	assert.Nil(t, frontdoor.HandOverOf(ctx), "its messages are copied and size-checked")
 }

@@ -1,6 +1,9 @@
 // Package gateway is the HTTP client of the coordinator's outbound legs:
 // the Inference Gateway (encode, prefill and decode workers, chosen by the
-// EPP-Profile header) and the render service.
+// EPP-Profile header) and the render service. Beside the client: its
+// HTTP/1.1 transport for plain-http addresses (h1_*.go), the passthrough
+// forwarder (forward.go), retries (retry.go) and the idle-answer guard
+// (idle.go).
 package gateway
 
 import (

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-
-	"github.com/coordinator-project/coordinator/internal/gateway/h1"
 )
 
 // pool is a client's connection pool.
@@ -50,7 +48,7 @@ func newTransport(scheme string, dialer *net.Dialer, o Options) pool {
 		name = defaultTransport
 	}
 	if scheme == "http" && name == TransportH1 {
-		return &h1.Transport{
+		return &HTTP1Transport{
 			DialContext:           dialer.DialContext,
 			MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
 			IdleConnTimeout:       o.IdleConnTimeout,

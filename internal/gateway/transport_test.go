@@ -6,8 +6,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/coordinator-project/coordinator/internal/gateway/h1"
 )
 
 func TestOptionsTransportPicksThePool(t *testing.T) {
@@ -15,8 +13,8 @@ func TestOptionsTransportPicksThePool(t *testing.T) {
 		address, transport string
 		want               pool
 	}{
-		{address: "http://gw", transport: "", want: &h1.Transport{}},
-		{address: "http://gw", transport: TransportH1, want: &h1.Transport{}},
+		{address: "http://gw", transport: "", want: &HTTP1Transport{}},
+		{address: "http://gw", transport: TransportH1, want: &HTTP1Transport{}},
 		{address: "http://gw", transport: TransportNetHTTP, want: &http.Transport{}},
 		{address: "https://gw", transport: TransportH1, want: &http.Transport{}},
 	} {

@@ -2,7 +2,8 @@
 // reach the legs, from REST and from gRPC call metadata, which call metadata
 // reaches REST clients, and what is never relayed. policy.go holds every
 // rule; Forwarded is the typed set of client headers a request carries to
-// its legs.
+// its legs; request_id.go and leg_request_id.go the x-request-id a client
+// and each leg get.
 package headers
 
 import (

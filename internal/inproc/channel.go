@@ -50,10 +50,6 @@ type Options struct {
 	// MaxRecv bounds a request in bytes: a larger one fails with
 	// ResourceExhausted, as the server's own limit would.
 	MaxRecv int
-	// HandOverOf finds the HandOver record in the context of a call whose
-	// caller hands its messages over; nil (or nil for a context) copies
-	// them, as over the network.
-	HandOverOf func(ctx context.Context) *HandOver
 	// Pass moves src into dst, a message of the same type, by reference,
 	// for a handed-over call; it returns false for a type it does not
 	// know, which is then copied (proto.Merge). Optional.
@@ -81,7 +77,7 @@ func (c *Channel) Invoke(ctx context.Context, method string, args, reply any, op
 		return status.Errorf(codes.Unimplemented, "unknown method %s", method)
 	}
 	pass := proto.Merge
-	if c.handOverOf(ctx) != nil {
+	if handOverOf(ctx) != nil {
 		pass = c.pass
 	} else if err := c.checkSize(args); err != nil {
 		return err
@@ -117,7 +113,7 @@ func (c *Channel) NewStream(ctx context.Context, desc *grpc.StreamDesc, method s
 		handler:         sd.Handler,
 	}
 	s.serverCtx = grpc.NewContextWithServerTransportStream(serverContext(ctx), &s.transportStream)
-	if h := c.handOverOf(ctx); h != nil {
+	if h := handOverOf(ctx); h != nil {
 		s.handOver, h.stream = true, s // HandOver.End ends it
 	} else {
 		s.stopAfter = context.AfterFunc(ctx, s.abandon)

@@ -89,9 +89,8 @@ func testOptions(t *testing.T, maxRecv int) Options {
 	recoverUnary, validateUnary := recovery.UnaryServerInterceptor(recoverOpt), grpcvalidate.UnaryServerInterceptor(validator)
 	recoverStream, validateStream := recovery.StreamServerInterceptor(recoverOpt), grpcvalidate.StreamServerInterceptor(validator)
 	return Options{
-		MaxRecv:    maxRecv,
-		HandOverOf: handOverOf,
-		Pass:       passByReference,
+		MaxRecv: maxRecv,
+		Pass:    passByReference,
 		Unary: func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 			return recoverUnary(ctx, req, info, func(ctx context.Context, req any) (any, error) {
 				return validateUnary(ctx, req, info, handler)

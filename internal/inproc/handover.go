@@ -9,10 +9,18 @@ import (
 // HandOver is the record of one call whose caller hands its messages over:
 // the request reaches the handler, and the replies the caller, by
 // reference (Options.Pass) and without the size check, because the caller
-// built and bounded them itself. The caller keeps it, by value, in the
-// record its context carries, and Options.HandOverOf finds it there.
+// built and bounded them itself. The caller puts it on the call's context
+// (WithHandOver), and may keep it by value in a record of its own.
 type HandOver struct {
 	stream *stream
+}
+
+type handOverKey struct{}
+
+// WithHandOver returns ctx for a call whose messages its caller hands over
+// through h.
+func WithHandOver(ctx context.Context, h *HandOver) context.Context {
+	return context.WithValue(ctx, handOverKey{}, h)
 }
 
 // End abandons the call's stream once the caller is done with it (it
@@ -26,13 +34,11 @@ func (h *HandOver) End() {
 	}
 }
 
-// handOverOf is c's record of ctx's call, nil when its caller does not
+// handOverOf is the record of ctx's call, nil when its caller does not
 // hand its messages over.
-func (c *Channel) handOverOf(ctx context.Context) *HandOver {
-	if c.opts.HandOverOf == nil {
-		return nil
-	}
-	return c.opts.HandOverOf(ctx)
+func handOverOf(ctx context.Context) *HandOver {
+	h, _ := ctx.Value(handOverKey{}).(*HandOver)
+	return h
 }
 
 // pass moves src into dst for a handed-over call: by reference when

@@ -34,18 +34,11 @@ func (s *sameBytesService) record(ctx context.Context, in *coordinatorv1.OpenAIR
 	s.same <- &in.GetJson()[0] == &s.want[0]
 }
 
-type handOverKey struct{}
-
 // withHandOver returns ctx for calls whose messages the test hands over,
-// as the REST front's frontdoor.Call does.
+// as the REST front does its own.
 func withHandOver(ctx context.Context) (context.Context, *HandOver) {
 	h := new(HandOver)
-	return context.WithValue(ctx, handOverKey{}, h), h
-}
-
-func handOverOf(ctx context.Context) *HandOver {
-	h, _ := ctx.Value(handOverKey{}).(*HandOver)
-	return h
+	return WithHandOver(ctx, h), h
 }
 
 // passByReference hands the test service's messages over by reference,

@@ -1,5 +1,5 @@
-// Package apibody checks the request bodies of the OpenAI Responses and
-// Anthropic Messages APIs before any leg runs: what the coordinator relies
+// The OpenAI Responses and Anthropic Messages bodies are checked here
+// (openai_responses.go, anthropic_messages.go) before any leg runs: what the coordinator relies
 // on (the shape of the input and its content blocks, the output bound), a
 // bound on their sizes, and what a stateless coordinator cannot serve. A
 // body that fails is the client's fault (legs.ErrInvalidRequest), answered
@@ -8,6 +8,7 @@
 // Fields the coordinator does not read are left to the worker: only the
 // members named here are checked, and every unknown top-level member goes
 // on as sent.
+
 package requestbody
 
 import (

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -16,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordinator-project/coordinator/internal/frontdoor"
-	"github.com/coordinator-project/coordinator/internal/requestid"
 )
 
 // CallLog writes one "finished call" line per call, at callLevel of its
@@ -101,7 +102,7 @@ func callRequestID(ctx context.Context, req any) string {
 			id = v[0]
 		}
 	}
-	if !requestid.Valid(id) {
+	if !headers.ValidRequestID(id) {
 		return ""
 	}
 	return id

@@ -4,7 +4,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/coordinator-project/coordinator/internal/requestid"
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/metrics"
 )
@@ -24,7 +25,7 @@ func (h *Handler) refuseDeclaredBody(w http.ResponseWriter, r *http.Request) boo
 	if !refuse {
 		return false
 	}
-	id := requestid.OrNew(r.Header.Get("X-Request-Id"))
+	id := headers.RequestIDOrNew(r.Header.Get("X-Request-Id"))
 	w.Header().Set("X-Request-Id", id)
 	w.Header().Set("Connection", "close")
 	_, pattern := h.mux.Handler(r)

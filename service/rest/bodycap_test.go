@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/coordinator-project/coordinator/internal/requestid"
 )
 
 // rawExchange sends head (a request line and headers, no body) on a new
@@ -111,5 +111,5 @@ func TestDeclaredBodyOverTheCapIsRefusedOnTheHeader(t *testing.T) {
 	assert.Equal(t, http.StatusContinue, resp.StatusCode)
 	// An invalid request id is replaced, as on every answer.
 	resp, _, _ = rawExchange(t, addr, "POST /v1/completions HTTP/1.1\r\nHost: coordinator\r\nX-Request-Id: bad id\r\nContent-Length: 5000\r\n\r\n", 5000)
-	assert.True(t, requestid.Valid(resp.Header.Get("X-Request-Id")), resp.Header.Get("X-Request-Id"))
+	assert.True(t, headers.ValidRequestID(resp.Header.Get("X-Request-Id")), resp.Header.Get("X-Request-Id"))
 }

@@ -16,7 +16,6 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/headers"
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/apierror"
 )
 
@@ -76,7 +75,7 @@ func bodyFailure(err error) (code int, message string) {
 // is settled (405, 404), in dialect d: the client's valid X-Request-Id or
 // a new one becomes the answer's, and ends the message.
 func writeOwnError(w http.ResponseWriter, r *http.Request, d apierror.Dialect, code int, message string) {
-	id := requestid.OrNew(r.Header.Get("X-Request-Id"))
+	id := headers.RequestIDOrNew(r.Header.Get("X-Request-Id"))
 	w.Header().Set("X-Request-Id", id)
 	writeAPIError(w, d, code, message+" (request_id: "+id+")", "")
 }

@@ -18,7 +18,6 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/membudget"
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"
@@ -200,7 +199,7 @@ func (h *Handler) inference(b binding) http.Handler {
 // serveInference is inference's work on one request.
 func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b binding) {
 	sent := r.Header.Get("X-Request-Id")
-	id := requestid.OrNew(sent)
+	id := headers.RequestIDOrNew(sent)
 	w.Header().Set("X-Request-Id", id)
 	headers.DropHopByHop(r.Header) // the matcher sees one name at a time
 	if refuseCoded(w, r, b.dialect, id) {

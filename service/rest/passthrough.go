@@ -14,12 +14,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/membudget"
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"
@@ -45,7 +46,7 @@ func (h *Handler) unregistered(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	id := requestid.OrNew(r.Header.Get("X-Request-Id"))
+	id := headers.RequestIDOrNew(r.Header.Get("X-Request-Id"))
 	rec := &recorder{ResponseWriter: w}
 	out := h.servePassthrough(rec, r, id, start)
 	h.metrics.RequestDone(metrics.APIREST, endpointPassthrough, strconv.Itoa(rec.status()), time.Since(start))

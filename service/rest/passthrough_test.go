@@ -20,7 +20,6 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
-	"github.com/coordinator-project/coordinator/internal/requestid"
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
@@ -140,7 +139,7 @@ func TestPassthroughRelaysTheRequestToTheDecodeProfile(t *testing.T) {
 	assert.Equal(t, "yes", resp.Header.Get("X-Upstream"))
 	assert.Empty(t, resp.Header.Get("X-Gateway-Hop"), "headers the answer's Connection names stay behind")
 	id := resp.Header.Get("X-Request-Id")
-	assert.True(t, requestid.Valid(id) && id != "bad id!", id)
+	assert.True(t, headers.ValidRequestID(id) && id != "bad id!", id)
 
 	r := <-got
 	assert.Equal(t, http.MethodGet, r.Method)

@@ -6,12 +6,13 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/internal/inproc"
+
 	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/internal/requestbody"
 
 	"google.golang.org/grpc/status"
-
-	"github.com/coordinator-project/coordinator/internal/requestid"
 )
 
 // noForm is the PostForm of every request the front hands the gateway:
@@ -40,8 +41,9 @@ func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, c
 	x.w = answerWriter{ResponseWriter: w, call: &x.call, stream: stream, h: h}
 	x.door.Doc = doc
 	ctx := frontdoor.With(r.Context(), &x.door)
-	if c.minted { // the service sends it on the legs as it is (compat D25)
-		ctx = requestid.WithMinted(ctx)
+	ctx = inproc.WithHandOver(ctx, &x.handOver) // its messages by reference: it built and bounded them
+	if c.minted {                               // the service sends it on the legs as it is (compat D25)
+		ctx = headers.WithMintedRequestID(ctx)
 	}
 	gr := r.WithContext(withCall(ctx, &x.call))
 	x.url.Path, x.url.RawPath, x.url.RawQuery = b.path, "", ""
@@ -57,7 +59,7 @@ func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, c
 	gr.Header["Content-Type"] = b.contentType
 	gr.Body = &x.body
 	if stream { // one the gateway stopped receiving (a failed write) ends once it is done with its messages
-		defer x.door.HandOver.End()
+		defer x.handOver.End()
 	}
 	h.gateway.ServeHTTP(&x.w, gr)
 	x.w.finish()
@@ -66,11 +68,12 @@ func (h *Handler) transcode(w http.ResponseWriter, r *http.Request, b binding, c
 // exchange is the front's state of one transcoded request, in one
 // allocation.
 type exchange struct {
-	call call
-	door frontdoor.Call
-	body bodyReader
-	url  url.URL
-	w    answerWriter
+	call     call
+	door     frontdoor.Call
+	handOver inproc.HandOver
+	body     bodyReader
+	url      url.URL
+	w        answerWriter
 }
 
 // streamError is the gateway's stream error handler. Before the first

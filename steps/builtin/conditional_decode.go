@@ -11,7 +11,6 @@ import (
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
-	"github.com/coordinator-project/coordinator/internal/wire/relay"
 )
 
 // ConditionalDecodeType is the conditional-decode step's config name.
@@ -82,7 +81,7 @@ func (c *ConditionalDecode) Execute(ctx context.Context, rc *steps.RequestContex
 		return err
 	}
 	// No KV came with this answer: its usage goes to the client untouched.
-	if err := relay.Answer(ctx, resp, answerSink(rc, false), c.answerCap()); err != nil {
+	if err := legs.Relay(ctx, resp, answerSink(rc, false), c.answerCap()); err != nil {
 		return fmt.Errorf("%s: %w", ConditionalDecodeType, err)
 	}
 	return steps.ErrDone

@@ -16,7 +16,6 @@ import (
 	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/internal/wire/pd"
-	"github.com/coordinator-project/coordinator/internal/wire/relay"
 )
 
 // DecodeType is the decode step's config name.
@@ -80,7 +79,7 @@ func (d *Decode) Execute(ctx context.Context, rc *steps.RequestContext) error {
 		}
 		return err
 	}
-	if err := relay.Answer(ctx, resp, answerSink(rc, rc.PD.Done), d.answerCap()); err != nil {
+	if err := legs.Relay(ctx, resp, answerSink(rc, rc.PD.Done), d.answerCap()); err != nil {
 		return fmt.Errorf("decode: %w", err)
 	}
 	return steps.ErrDone

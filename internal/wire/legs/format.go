@@ -1,10 +1,10 @@
 // Package legs holds what every leg the steps send to a worker shares: the
 // API it is written in (Format) and the path it posts to, the client-fault
 // sentinel the leg shapers mark errors with, the edits that shape a leg
-// (the single-token cap, nested params), and reading a leg's 2xx answer.
+// (the single-token cap, nested params), reading a leg's 2xx answer within
+// its cap, and relaying it to the client's Sink as it arrives (relay.go).
 //
-// It knows nothing of the pipeline: package steps aliases its exported
-// names for the rest of the code.
+// It knows nothing of the pipeline.
 package legs
 
 // Format is the OpenAI-compatible API a body is written for. It decides how

@@ -1,4 +1,4 @@
-package h1_test
+package gateway_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/internal/gateway/h1"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // TestRefusesTheRequestsNetHTTPRefuses: a header or trailer name that is
@@ -38,7 +38,7 @@ func TestRefusesTheRequestsNetHTTPRefuses(t *testing.T) {
 		{name: "method", want: `invalid method "PO ST"`, edit: func(r *http.Request) { r.Method = "PO ST" }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, tr := range []http.RoundTripper{&http.Transport{}, &h1.Transport{}} {
+			for _, tr := range []http.RoundTripper{&http.Transport{}, &gateway.HTTP1Transport{}} {
 				req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, s.URL, strings.NewReader("{}"))
 				require.NoError(t, err)
 				tt.edit(req)

@@ -1,4 +1,4 @@
-package requestid
+package headers
 
 import (
 	"context"
@@ -14,13 +14,13 @@ const suffixLen = 16
 // maxLen is the longest valid id.
 const maxLen = 128
 
-// ForLegs returns the id the legs of one request carry when its client
+// LegRequestID returns the id the legs of one request carry when its client
 // sent id, a valid id (compat D25): id, cut to leave room, then '-' and
 // suffixLen random hex digits. Clients reuse ids (retries, fixed ids, one
 // id per session), and a leg's id names its KV hand-off (NIXL's
 // remote_request_id): two requests in flight must never share one. The
 // result is Valid and starts with (a prefix of) id.
-func ForLegs(id string) string {
+func LegRequestID(id string) string {
 	if len(id) > maxLen-1-suffixLen {
 		id = id[:maxLen-1-suffixLen]
 	}
@@ -32,9 +32,9 @@ func ForLegs(id string) string {
 	return string(hex.AppendEncode(b, random[:]))
 }
 
-// LegsOf reports whether legID is the id the legs of a request with id id
-// carry: id itself, or one ForLegs made from it.
-func LegsOf(legID, id string) bool {
+// IsLegRequestID reports whether legID is the id the legs of a request with id id
+// carry: id itself, or one LegRequestID made from it.
+func IsLegRequestID(legID, id string) bool {
 	if legID == id {
 		return true
 	}
@@ -59,16 +59,16 @@ func isHex(s string) bool {
 
 type mintedKey struct{}
 
-// WithMinted returns ctx marking the request of the call made on it as
-// one whose id the coordinator made (OrNew found no valid id to keep),
+// WithMintedRequestID returns ctx marking the request of the call made on it as
+// one whose id the coordinator made (RequestIDOrNew found no valid id to keep),
 // for a front that settles the id before it calls the service in process:
 // such an id is unique already, and its legs carry it as it is.
-func WithMinted(ctx context.Context) context.Context {
+func WithMintedRequestID(ctx context.Context) context.Context {
 	return context.WithValue(ctx, mintedKey{}, true)
 }
 
-// Minted reports whether ctx carries WithMinted's mark.
-func Minted(ctx context.Context) bool {
+// MintedRequestID reports whether ctx carries WithMintedRequestID's mark.
+func MintedRequestID(ctx context.Context) bool {
 	v, _ := ctx.Value(mintedKey{}).(bool)
 	return v
 }

@@ -1,4 +1,4 @@
-package h1_test
+package gateway_test
 
 import (
 	"bufio"
@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/internal/gateway/h1"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // server is an httptest server on loopback that counts the connections it
@@ -47,7 +47,7 @@ func newServer(t *testing.T, h http.HandlerFunc) *server {
 	return s
 }
 
-func post(t *testing.T, tr http.RoundTripper, ctx context.Context, url, body string) (*http.Response, error) {
+func postH1(t *testing.T, tr http.RoundTripper, ctx context.Context, url, body string) (*http.Response, error) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	require.NoError(t, err)
@@ -105,7 +105,7 @@ func TestWritesTheBytesNetHTTPWrites(t *testing.T) {
 				return <-wire
 			}
 			ref := send(&http.Transport{DisableCompression: true})
-			got := send(&h1.Transport{})
+			got := send(&gateway.HTTP1Transport{})
 			assert.Equal(t, string(ref), string(got))
 			assert.Contains(t, string(got), "POST /v1/chat/completions HTTP/1.1\r\n")
 		})
@@ -117,10 +117,10 @@ func TestKeepsTheConnectionForTheNextRequest(t *testing.T) {
 		b, _ := io.ReadAll(r.Body)
 		_, _ = w.Write(b)
 	})
-	tr := &h1.Transport{}
+	tr := &gateway.HTTP1Transport{}
 	defer tr.CloseIdleConnections()
 	for i := range 5 {
-		resp, err := post(t, tr, context.Background(), s.URL, strings.Repeat("x", i))
+		resp, err := postH1(t, tr, context.Background(), s.URL, strings.Repeat("x", i))
 		require.NoError(t, err)
 		assert.Equal(t, strings.Repeat("x", i), readAll(t, resp))
 	}
@@ -131,9 +131,9 @@ func TestABodyClosedBeforeItsEndClosesItsConnection(t *testing.T) {
 	s := newServer(t, func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, strings.Repeat("y", 64<<10))
 	})
-	tr := &h1.Transport{}
+	tr := &gateway.HTTP1Transport{}
 	defer tr.CloseIdleConnections()
-	resp, err := post(t, tr, context.Background(), s.URL, "")
+	resp, err := postH1(t, tr, context.Background(), s.URL, "")
 	require.NoError(t, err)
 	_, err = io.ReadFull(resp.Body, make([]byte, 10))
 	require.NoError(t, err)
@@ -141,7 +141,7 @@ func TestABodyClosedBeforeItsEndClosesItsConnection(t *testing.T) {
 	_, err = resp.Body.Read(make([]byte, 1))
 	assert.Error(t, err, "a closed body reads no more")
 
-	resp, err = post(t, tr, context.Background(), s.URL, "")
+	resp, err = postH1(t, tr, context.Background(), s.URL, "")
 	require.NoError(t, err)
 	assert.Len(t, readAll(t, resp), 64<<10)
 	assert.Equal(t, int32(2), s.opened.Load(), "the rest of the first answer was not read: its connection is not reused")
@@ -153,9 +153,9 @@ func TestAnAnswerAskingToCloseIsNotKept(t *testing.T) {
 		w.Header().Set("Connection", "close")
 		_, _ = io.WriteString(w, "bye")
 	})
-	tr := &h1.Transport{}
+	tr := &gateway.HTTP1Transport{}
 	for range 2 {
-		resp, err := post(t, tr, context.Background(), s.URL, "")
+		resp, err := postH1(t, tr, context.Background(), s.URL, "")
 		require.NoError(t, err)
 		assert.Equal(t, "bye", readAll(t, resp))
 	}
@@ -171,9 +171,9 @@ func TestStreamsTheBodyAsItComes(t *testing.T) {
 		<-next
 		_, _ = io.WriteString(w, "data: [DONE]\n\n")
 	})
-	tr := &h1.Transport{}
+	tr := &gateway.HTTP1Transport{}
 	defer tr.CloseIdleConnections()
-	resp, err := post(t, tr, context.Background(), s.URL, "{}")
+	resp, err := postH1(t, tr, context.Background(), s.URL, "{}")
 	require.NoError(t, err)
 	br := bufio.NewReader(resp.Body)
 	line, err := br.ReadString('\n')
@@ -185,7 +185,7 @@ func TestStreamsTheBodyAsItComes(t *testing.T) {
 	assert.Equal(t, "\ndata: [DONE]\n\n", string(rest))
 	require.NoError(t, resp.Body.Close())
 
-	resp, err = post(t, tr, context.Background(), s.URL+"/again", "{}")
+	resp, err = postH1(t, tr, context.Background(), s.URL+"/again", "{}")
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, int32(1), s.opened.Load(), "a chunked answer read to its end leaves its connection reusable")
@@ -197,7 +197,7 @@ func TestKeepsNoGoroutineOfItsOwn(t *testing.T) {
 		tr   http.RoundTripper
 		want int
 	}{
-		{name: "h1", tr: &h1.Transport{}, want: 0},
+		{name: "h1", tr: &gateway.HTTP1Transport{}, want: 0},
 		{name: "net/http, for contrast", tr: &http.Transport{}, want: 2}, // its read and write loops
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -207,7 +207,7 @@ func TestKeepsNoGoroutineOfItsOwn(t *testing.T) {
 				w.(http.Flusher).Flush()
 				<-release
 			})
-			resp, err := post(t, tt.tr, context.Background(), s.URL, "")
+			resp, err := postH1(t, tt.tr, context.Background(), s.URL, "")
 			require.NoError(t, err)
 			_, err = io.ReadFull(resp.Body, make([]byte, 5))
 			require.NoError(t, err)
@@ -222,12 +222,14 @@ func TestKeepsNoGoroutineOfItsOwn(t *testing.T) {
 }
 
 // transportGoroutines counts the goroutines running code of either
-// transport.
+// transport: the HTTP/1.1 transport's connections and bodies, net/http's
+// persistent connections.
 func transportGoroutines() int {
 	buf := make([]byte, 1<<20)
 	n := 0
 	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-		if strings.Contains(g, "internal/gateway/h1.") || strings.Contains(g, "net/http.(*persistConn)") {
+		if strings.Contains(g, "/internal/gateway.(*HTTP1Transport)") || strings.Contains(g, "/internal/gateway.(*conn)") ||
+			strings.Contains(g, "/internal/gateway.(*body)") || strings.Contains(g, "net/http.(*persistConn)") {
 			n++
 		}
 	}
@@ -247,17 +249,17 @@ func TestTheContextEndsTheRoundTripAndTheBody(t *testing.T) {
 		case <-stop:
 		}
 	})
-	tr := &h1.Transport{}
+	tr := &gateway.HTTP1Transport{}
 	defer tr.CloseIdleConnections()
 	cause := errors.New("the leg was abandoned")
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(20*time.Millisecond, func() { cancel(cause) })
-	_, err := post(t, tr, ctx, s.URL+"/hang", "")
+	_, err := postH1(t, tr, ctx, s.URL+"/hang", "")
 	assert.ErrorIs(t, err, cause, "waiting for the header")
 
 	ctx, cancel = context.WithCancelCause(context.Background())
-	resp, err := post(t, tr, ctx, s.URL+"/stream", "")
+	resp, err := postH1(t, tr, ctx, s.URL+"/stream", "")
 	require.NoError(t, err)
 	_, err = io.ReadFull(resp.Body, make([]byte, 5))
 	require.NoError(t, err)
@@ -280,14 +282,14 @@ func TestResponseHeaderTimeoutIsATimeoutAndSparesTheBody(t *testing.T) {
 		time.Sleep(150 * time.Millisecond) // longer than the header timeout, in the body
 		_, _ = io.WriteString(w, "late")
 	})
-	tr := &h1.Transport{ResponseHeaderTimeout: 50 * time.Millisecond}
+	tr := &gateway.HTTP1Transport{ResponseHeaderTimeout: 50 * time.Millisecond}
 	defer tr.CloseIdleConnections()
-	_, err := post(t, tr, context.Background(), s.URL+"/slow-header", "")
+	_, err := postH1(t, tr, context.Background(), s.URL+"/slow-header", "")
 	var ne net.Error
 	require.ErrorAs(t, err, &ne)
 	assert.True(t, ne.Timeout())
 
-	resp, err := post(t, tr, context.Background(), s.URL+"/slow-body", "")
+	resp, err := postH1(t, tr, context.Background(), s.URL+"/slow-body", "")
 	require.NoError(t, err)
 	assert.Equal(t, "late", readAll(t, resp))
 }
@@ -314,15 +316,15 @@ func TestAKeptConnectionTheServerClosedIsNotUsed(t *testing.T) {
 			}
 		}
 	}()
-	tr := &h1.Transport{}
+	tr := &gateway.HTTP1Transport{}
 	defer tr.CloseIdleConnections()
 	url := "http://" + ln.Addr().String()
-	resp, err := post(t, tr, context.Background(), url, "{}")
+	resp, err := postH1(t, tr, context.Background(), url, "{}")
 	require.NoError(t, err)
 	assert.Equal(t, "ok", readAll(t, resp))
 	<-closedFirst
 	time.Sleep(10 * time.Millisecond) // the server's FIN reaches the client's socket
-	resp, err = post(t, tr, context.Background(), url, "{}")
+	resp, err = postH1(t, tr, context.Background(), url, "{}")
 	require.NoError(t, err, "the closed connection was seen before it was used")
 	assert.Equal(t, "ok", readAll(t, resp))
 }
@@ -336,12 +338,12 @@ func TestKeepsAtMostMaxIdleConnsPerHostAndClosesIdleOnes(t *testing.T) {
 		started.Done()
 		<-release
 	})
-	tr := &h1.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 100 * time.Millisecond}
+	tr := &gateway.HTTP1Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 100 * time.Millisecond}
 	started.Add(4)
 	resps := make([]*http.Response, 4)
 	for i := range resps {
 		var err error
-		resps[i], err = post(t, tr, context.Background(), s.URL, "")
+		resps[i], err = postH1(t, tr, context.Background(), s.URL, "")
 		require.NoError(t, err)
 	}
 	started.Wait()
@@ -373,8 +375,8 @@ func TestAnswersPastTheHeaderLimitFail(t *testing.T) {
 			}
 		}
 	}()
-	tr := &h1.Transport{}
-	_, err = post(t, tr, context.Background(), "http://"+ln.Addr().String(), "")
+	tr := &gateway.HTTP1Transport{}
+	_, err = postH1(t, tr, context.Background(), "http://"+ln.Addr().String(), "")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "larger than 1 MiB")
 }
@@ -385,9 +387,9 @@ func TestSkipsInformationalAnswers(t *testing.T) {
 		w.WriteHeader(http.StatusEarlyHints)
 		_, _ = io.WriteString(w, "final")
 	})
-	tr := &h1.Transport{}
+	tr := &gateway.HTTP1Transport{}
 	defer tr.CloseIdleConnections()
-	resp, err := post(t, tr, context.Background(), s.URL, "")
+	resp, err := postH1(t, tr, context.Background(), s.URL, "")
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, "final", readAll(t, resp))
@@ -395,7 +397,7 @@ func TestSkipsInformationalAnswers(t *testing.T) {
 
 func TestAFailingRequestBodyFailsWithItsOwnError(t *testing.T) {
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.ReadAll(r.Body) })
-	tr := &h1.Transport{}
+	tr := &gateway.HTTP1Transport{}
 	defer tr.CloseIdleConnections()
 	tooLarge := &http.MaxBytesError{Limit: 3}
 	body := io.MultiReader(strings.NewReader("abc"), errReader{tooLarge})
@@ -417,7 +419,7 @@ type errReader struct{ err error }
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 func TestRefusesWhatItDoesNotDo(t *testing.T) {
-	tr := &h1.Transport{}
+	tr := &gateway.HTTP1Transport{}
 	for _, url := range []string{"https://127.0.0.1:1/", "ftp://127.0.0.1/"} {
 		req, err := http.NewRequest(http.MethodGet, url, nil)
 		require.NoError(t, err)
@@ -440,8 +442,8 @@ func (c countingConn) Write(p []byte) (int, error) {
 
 // countingTransport is a Transport whose connections count their plain
 // writes in writes.
-func countingTransport(writes *atomic.Int32) *h1.Transport {
-	return &h1.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+func countingTransport(writes *atomic.Int32) *gateway.HTTP1Transport {
+	return &gateway.HTTP1Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
@@ -474,7 +476,7 @@ func TestAContextEndingWhileTheRequestIsWrittenIsNotOverriddenByTheHeaderTimeout
 	})
 	cause := errors.New("the client went away")
 	ctx, cancel := context.WithCancelCause(context.Background())
-	tr := &h1.Transport{
+	tr := &gateway.HTTP1Transport{
 		ResponseHeaderTimeout: 30 * time.Second, // far past the test's wait
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -484,7 +486,7 @@ func TestAContextEndingWhileTheRequestIsWrittenIsNotOverriddenByTheHeaderTimeout
 	defer tr.CloseIdleConnections()
 	done := make(chan error, 1)
 	go func() {
-		_, err := post(t, tr, ctx, s.URL, "body")
+		_, err := postH1(t, tr, ctx, s.URL, "body")
 		done <- err
 	}()
 	select {

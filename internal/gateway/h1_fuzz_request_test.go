@@ -1,4 +1,4 @@
-package h1_test
+package gateway_test
 
 import (
 	"bufio"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/coordinator-project/coordinator/internal/gateway/h1"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // received is what a server parsed of a request; Unparsable when it could
@@ -130,7 +130,7 @@ func FuzzRequestsWrittenAsNetHTTPWritesThem(f *testing.F) {
 				return &http.Transport{DialContext: d, DisableCompression: true}
 			},
 			func(d func(context.Context, string, string) (net.Conn, error)) http.RoundTripper {
-				return &h1.Transport{DialContext: d}
+				return &gateway.HTTP1Transport{DialContext: d}
 			},
 		} {
 			req, ok := fuzzRequest(method, target, header, body, chunked)

@@ -1,4 +1,4 @@
-package h1_test
+package gateway_test
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/coordinator-project/coordinator/internal/gateway/h1"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // outcome is what a caller sees of one round trip and its body.
@@ -75,7 +75,7 @@ func FuzzAnswersReadAsNetHTTPReadsThem(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, answer []byte) {
 		want := roundTrip(&http.Transport{DialContext: pipeDialer(answer), DisableCompression: true})
-		got := roundTrip(&h1.Transport{DialContext: pipeDialer(answer)})
+		got := roundTrip(&gateway.HTTP1Transport{DialContext: pipeDialer(answer)})
 		if want.Status == http.StatusSwitchingProtocols {
 			assert.True(t, got.Err, "h1 refuses 101")
 			return

@@ -1,4 +1,4 @@
-package relay
+package legs
 
 import (
 	"context"
@@ -13,11 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/internal/membudget"
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
 
-var testCap = legs.Cap{Leg: "decode", Max: 1 << 20, Key: "gateway.max_answer_size"}
+var testCap = Cap{Leg: "decode", Max: 1 << 20, Key: "gateway.max_answer_size"}
 
 func response(contentType, body string) *http.Response {
 	return &http.Response{
@@ -57,7 +56,7 @@ func TestRelayEvents(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			sink := &steptest.Sink{}
-			require.NoError(t, Answer(context.Background(), response("text/event-stream; charset=utf-8", tt.body), sink, testCap))
+			require.NoError(t, Relay(context.Background(), response("text/event-stream; charset=utf-8", tt.body), sink, testCap))
 			assert.Equal(t, tt.want, sink.EventStrings())
 			if tt.names != nil {
 				assert.Equal(t, tt.names, sink.Names)
@@ -70,7 +69,7 @@ func TestRelayEvents(t *testing.T) {
 func TestRelayRefusesABadEventType(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"\xff", strings.Repeat("a", maxNameSize+1)} {
-		err := Answer(context.Background(), response("text/event-stream", "event: "+name+"\ndata: x\n\n"), &steptest.Sink{}, testCap)
+		err := Relay(context.Background(), response("text/event-stream", "event: "+name+"\ndata: x\n\n"), &steptest.Sink{}, testCap)
 		assert.ErrorContains(t, err, "event type not UTF-8 or longer than")
 	}
 }
@@ -79,7 +78,7 @@ func TestRelayJSONPassesBytesThrough(t *testing.T) {
 	t.Parallel()
 	sink := &steptest.Sink{}
 	body := `{"id":"x",  "choices":[]}`
-	require.NoError(t, Answer(context.Background(), response("application/json", body), sink, testCap))
+	require.NoError(t, Relay(context.Background(), response("application/json", body), sink, testCap))
 	assert.Equal(t, http.StatusOK, sink.Status)
 	assert.Equal(t, "application/json", sink.ContentType)
 	assert.Equal(t, body, string(sink.Body))
@@ -90,7 +89,7 @@ func TestRelayStopsWhenTheSinkFails(t *testing.T) {
 	t.Parallel()
 	gone := errors.New("client gone")
 	sink := &steptest.Sink{FailAfter: 1, Err: gone}
-	err := Answer(context.Background(), response("text/event-stream", "data: 1\n\ndata: 2\n\ndata: 3\n\n"), sink, testCap)
+	err := Relay(context.Background(), response("text/event-stream", "data: 1\n\ndata: 2\n\ndata: 3\n\n"), sink, testCap)
 	assert.ErrorIs(t, err, gone)
 	assert.Equal(t, []string{"1"}, sink.EventStrings())
 }
@@ -100,7 +99,7 @@ func TestRelayFlushesWhenNothingMoreIsWaiting(t *testing.T) {
 	t.Run("events that arrive together travel together", func(t *testing.T) {
 		t.Parallel()
 		sink := &steptest.Sink{}
-		require.NoError(t, Answer(context.Background(), response("text/event-stream", "data: 1\n\ndata: 2\n\ndata: 3\n\n"), sink, testCap))
+		require.NoError(t, Relay(context.Background(), response("text/event-stream", "data: 1\n\ndata: 2\n\ndata: 3\n\n"), sink, testCap))
 		assert.Equal(t, []string{"1", "2", "3"}, sink.EventStrings())
 		assert.Equal(t, []int{3}, sink.Batches, "one batch for the events read together")
 	})
@@ -111,7 +110,7 @@ func TestRelayFlushesWhenNothingMoreIsWaiting(t *testing.T) {
 		done := make(chan error, 1)
 		resp := response("text/event-stream", "")
 		resp.Body = pr
-		go func() { done <- Answer(context.Background(), resp, sink, testCap) }()
+		go func() { done <- Relay(context.Background(), resp, sink, testCap) }()
 		for i, e := range []string{"a", "b"} {
 			_, err := pw.Write([]byte("data: " + e + "\n\n"))
 			require.NoError(t, err)
@@ -221,8 +220,8 @@ func TestRelayJSONPastTheCap(t *testing.T) {
 	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
 		Body: body, ContentLength: 1 << 40}
 	sink := &steptest.Sink{}
-	err := Answer(context.Background(), resp, sink, testCap)
-	var tooLarge *legs.TooLargeError
+	err := Relay(context.Background(), resp, sink, testCap)
+	var tooLarge *TooLargeError
 	require.ErrorAs(t, err, &tooLarge)
 	assert.Equal(t, "decode answer larger than 1 MiB (gateway.max_answer_size)", err.Error())
 	assert.Nil(t, sink.Body)
@@ -238,13 +237,13 @@ func TestRelayJSONDrawsFromTheAccount(t *testing.T) {
 	a := b.Open()
 	ctx := membudget.WithAccount(context.Background(), a)
 	body := strings.Repeat("x", 512<<10)
-	err := Answer(ctx, response("application/json", body), &steptest.Sink{}, testCap)
+	err := Relay(ctx, response("application/json", body), &steptest.Sink{}, testCap)
 	require.ErrorIs(t, err, membudget.ErrExhausted)
 	assert.Zero(t, b.InUse())
 
 	small := `{"id":"x"}`
 	sink := &steptest.Sink{}
-	require.NoError(t, Answer(ctx, response("application/json", small), sink, testCap))
+	require.NoError(t, Relay(ctx, response("application/json", small), sink, testCap))
 	assert.Equal(t, small, string(sink.Body))
 	assert.Positive(t, a.Held(), "the answer is held until the request ends")
 }

@@ -1,7 +1,8 @@
-// Package relay passes a worker's answer on to the client as it arrives:
-// the header, then each server-sent event of a stream in batches (the SSE
-// relay), or the whole body of a JSON answer.
-package relay
+// The SSE relay (relay.go, relay_lines.go): Relay passes a worker's answer
+// on to the client's Sink as it arrives: the header, then each server-sent
+// event of a stream in batches, or the whole body of a JSON answer.
+
+package legs
 
 import (
 	"bytes"
@@ -13,28 +14,26 @@ import (
 	"net/http"
 	"sync"
 	"unicode/utf8"
-
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
 
 // maxEventSize bounds one server-sent event from a worker.
 const maxEventSize = 16 << 20
 
-// Answer passes a worker's 2xx answer to the sink: its header, then each
+// Relay passes a worker's 2xx answer to the sink: its header, then each
 // server-sent event as it arrives when the worker streams, otherwise the
-// whole body, read within c (legs.ReadBody: a longer body is a
-// *legs.TooLargeError) and drawn from ctx's account. It closes the
+// whole body, read within c (ReadBody: a longer body is a
+// *TooLargeError) and drawn from ctx's account. It closes the
 // response body, before its end on an error, which closes the leg's
 // connection.
-func Answer(ctx context.Context, resp *http.Response, sink legs.Sink, c legs.Cap) error {
+func Relay(ctx context.Context, resp *http.Response, sink Sink, c Cap) error {
 	defer resp.Body.Close()
 	sink.Header(resp.Header)
 	ct := resp.Header.Get("Content-Type")
 	if media, _, _ := mime.ParseMediaType(ct); media == "text/event-stream" {
 		return relayEvents(resp.Body, sink)
 	}
-	body, err := legs.ReadBody(ctx, resp, c)
-	var tooLarge *legs.TooLargeError
+	body, err := ReadBody(ctx, resp, c)
+	var tooLarge *TooLargeError
 	if errors.As(err, &tooLarge) {
 		return err
 	}
@@ -55,7 +54,7 @@ var batches = sync.Pool{New: func() any { return &batch{} }}
 // comments and the other fields are dropped; a multi-line data field is
 // joined with "\n" as the SSE spec says. An event with a type but no data
 // is not dispatched (SSE spec).
-func relayEvents(r io.Reader, sink legs.Sink) error {
+func relayEvents(r io.Reader, sink Sink) error {
 	e := eventRelay{lines: newLineReader(r)}
 	defer e.release()
 	return e.run(sink)
@@ -80,7 +79,7 @@ func (e *eventRelay) dropBatch() {
 	e.batch = nil
 }
 
-func (e *eventRelay) run(sink legs.Sink) error {
+func (e *eventRelay) run(sink Sink) error {
 	for {
 		line, err := e.lines.readLine()
 		if e.batch == nil {
@@ -198,7 +197,7 @@ func (b *batch) recycle() {
 }
 
 // flush hands the complete events to the sink and empties the batch.
-func (b *batch) flush(sink legs.Sink) error {
+func (b *batch) flush(sink Sink) error {
 	if len(b.ends) == 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-// Package h1 is an HTTP/1.1 client transport that makes each round trip on
+// The legs' HTTP/1.1 transport (h1_*.go): HTTP1Transport makes each round trip on
 // the caller's goroutine: the caller writes the request, then reads the
 // answer's header and, as it reads the body, the body, from the
 // connection. It keeps no goroutine of its own.
@@ -11,11 +11,12 @@
 // does: requests to one or a few plain-http hosts over keep-alive
 // connections, one request at a time on each. It writes the very bytes
 // net/http's Transport writes (both use http.Request's writer), refuses
-// the requests it refuses (valid.go), sends a request once more where it
-// would (resend.go) and reads answers with http.ReadResponse. It does not
+// the requests it refuses (h1_valid.go), sends a request once more where it
+// would (h1_resend.go) and reads answers with http.ReadResponse. It does not
 // do HTTPS, HTTP/2, proxies, 100-continue or compression (a leg asks for
 // none).
-package h1
+
+package gateway
 
 import (
 	"bufio"
@@ -28,10 +29,10 @@ import (
 	"time"
 )
 
-// Transport is an http.RoundTripper for plain-http requests. Its zero
+// HTTP1Transport is an http.RoundTripper for plain-http requests. Its zero
 // value dials with a net.Dialer and keeps two idle connections a host.
 // Safe for concurrent use.
-type Transport struct {
+type HTTP1Transport struct {
 	// DialContext opens a connection; nil: a net.Dialer's.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 	// MaxIdleConnsPerHost bounds the connections kept between requests,
@@ -63,7 +64,7 @@ var errHeaderTooLarge = errors.New("h1: answer header larger than 1 MiB")
 // next Read, with the context's cause. A round trip on a kept connection
 // that failed before any byte of the answer came is made once more, on a
 // new connection, when net/http's would (conn.resendable).
-func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *HTTP1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := supported(req); err != nil {
 		closeBody(req)
 		return nil, err
@@ -84,7 +85,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // try makes req's round trip on c: the answer, its body reading from c, or
 // the failure, c closed.
-func (t *Transport) try(ctx context.Context, c *conn, req *http.Request) (*http.Response, error) {
+func (t *HTTP1Transport) try(ctx context.Context, c *conn, req *http.Request) (*http.Response, error) {
 	resp, err := c.roundTrip(ctx, req, t.ResponseHeaderTimeout)
 	if err != nil {
 		c.stop()
@@ -101,7 +102,7 @@ func (t *Transport) try(ctx context.Context, c *conn, req *http.Request) (*http.
 // resend sends req once more, on a new connection, after its round trip
 // on a kept one failed with first (conn.resendable). A body that cannot be
 // had again fails it with first.
-func (t *Transport) resend(ctx context.Context, key string, req *http.Request, first error) (*http.Response, error) {
+func (t *HTTP1Transport) resend(ctx context.Context, key string, req *http.Request, first error) (*http.Response, error) {
 	again, err := rewound(req)
 	if err != nil {
 		return nil, first
@@ -144,7 +145,7 @@ func hostPort(req *http.Request) string {
 }
 
 // conn is a kept connection to key still open, or a new one.
-func (t *Transport) conn(ctx context.Context, key string) (*conn, error) {
+func (t *HTTP1Transport) conn(ctx context.Context, key string) (*conn, error) {
 	for {
 		c := t.takeIdle(key)
 		if c == nil {
@@ -164,7 +165,7 @@ func (t *Transport) conn(ctx context.Context, key string) (*conn, error) {
 }
 
 // dial opens a connection to key.
-func (t *Transport) dial(ctx context.Context, key string) (net.Conn, error) {
+func (t *HTTP1Transport) dial(ctx context.Context, key string) (net.Conn, error) {
 	if t.DialContext == nil {
 		return defaultDialer.DialContext(ctx, "tcp", key)
 	}
@@ -172,7 +173,7 @@ func (t *Transport) dial(ctx context.Context, key string) (net.Conn, error) {
 }
 
 // takeIdle is the most recently kept connection to key, nil if none.
-func (t *Transport) takeIdle(key string) *conn {
+func (t *HTTP1Transport) takeIdle(key string) *conn {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	list := t.idle[key]
@@ -191,7 +192,7 @@ func (t *Transport) takeIdle(key string) *conn {
 
 // put keeps c for the next request to its host, or closes it when the
 // host has enough kept.
-func (t *Transport) put(c *conn) {
+func (t *HTTP1Transport) put(c *conn) {
 	limit := t.MaxIdleConnsPerHost
 	if limit <= 0 {
 		limit = 2
@@ -217,7 +218,7 @@ func (t *Transport) put(c *conn) {
 }
 
 // expire closes c if it is still kept (IdleConnTimeout).
-func (t *Transport) expire(c *conn) {
+func (t *HTTP1Transport) expire(c *conn) {
 	t.mu.Lock()
 	list := t.idle[c.key]
 	for i, k := range list {
@@ -233,7 +234,7 @@ func (t *Transport) expire(c *conn) {
 
 // CloseIdleConnections closes the kept connections; those in use are
 // closed when their answer ends.
-func (t *Transport) CloseIdleConnections() {
+func (t *HTTP1Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle = nil
@@ -255,7 +256,7 @@ var defaultDialer net.Dialer
 // while it writes.
 var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
 
-var _ http.RoundTripper = (*Transport)(nil)
+var _ http.RoundTripper = (*HTTP1Transport)(nil)
 
 // headerTimeoutError is the failure of an answer whose header did not come
 // within ResponseHeaderTimeout: a timeout, as net/http's.

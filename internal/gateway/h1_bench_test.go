@@ -1,4 +1,4 @@
-package h1_test
+package gateway_test
 
 import (
 	"bufio"
@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/coordinator-project/coordinator/internal/gateway/h1"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // cannedServer answers every request on its connections with answer. It
@@ -68,7 +68,7 @@ func serveCanned(c net.Conn, answer []byte) {
 // connection: its allocations are the transport's cost a leg.
 func BenchmarkRoundTrip(b *testing.B) {
 	url := cannedServer(b, []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}"))
-	tr := &h1.Transport{}
+	tr := &gateway.HTTP1Transport{}
 	defer tr.CloseIdleConnections()
 	parts := [][]byte{[]byte(`{"model":"m",`), []byte(`"max_tokens":1,`), []byte(`"prompt":"hi"}`)}
 	buf := make([]byte, 64)

@@ -1,4 +1,4 @@
-package h1
+package gateway
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // concurrently (a Close ends a pending Read).
 type body struct {
 	rc  io.ReadCloser // http.ReadResponse's body
-	t   *Transport
+	t   *HTTP1Transport
 	c   *conn
 	ctx context.Context
 	// keep is whether the connection may carry another request once the
@@ -24,7 +24,7 @@ type body struct {
 	done   atomic.Bool // the connection was handed back or closed
 }
 
-func newBody(ctx context.Context, t *Transport, c *conn, resp *http.Response) *body {
+func newBody(ctx context.Context, t *HTTP1Transport, c *conn, resp *http.Response) *body {
 	return &body{rc: resp.Body, t: t, c: c, ctx: ctx, keep: !resp.Close && !resp.Request.Close}
 }
 

@@ -1,4 +1,4 @@
-package h1_test
+package gateway_test
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/coordinator-project/coordinator/internal/gateway/h1"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 )
 
 // hangUpServer answers requests on loopback, but hangs up on the request
@@ -91,7 +91,7 @@ func leg(t *testing.T, url string, idempotencyKey bool) *http.Request {
 
 func transports() map[string]func() http.RoundTripper {
 	return map[string]func() http.RoundTripper{
-		"h1":       func() http.RoundTripper { return &h1.Transport{} },
+		"h1":       func() http.RoundTripper { return &gateway.HTTP1Transport{} },
 		"net/http": func() http.RoundTripper { return &http.Transport{DisableCompression: true} },
 	}
 }
@@ -199,7 +199,7 @@ func TestARequestNothingOfWhichWentOutIsResent(t *testing.T) {
 		return failingConn{Conn: c, fail: armed}, nil
 	}
 	for name, tr := range map[string]http.RoundTripper{
-		"h1":       &h1.Transport{DialContext: dial},
+		"h1":       &gateway.HTTP1Transport{DialContext: dial},
 		"net/http": &http.Transport{DialContext: dial, DisableCompression: true},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd
 
-package h1
+package gateway
 
 import "syscall"
 
