@@ -170,10 +170,22 @@ func parseWorkerRequest(f format, body []byte) (*workerRequest, *apiError) {
 	if err := json.Unmarshal(body, req); err != nil {
 		return nil, badRequest("invalid JSON body: %v", err)
 	}
-	switch f {
+	if err := req.readPrompt(); err != nil {
+		return nil, err
+	}
+	if err := req.checkBounds(); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// readPrompt reads the prompt of the request's format: its text or its
+// token IDs, and the members that format requires.
+func (req *workerRequest) readPrompt() *apiError {
+	switch req.format {
 	case formatChat:
 		if isNull(req.Messages) {
-			return nil, badRequest("messages: field required")
+			return badRequest("messages: field required")
 		}
 		if req.Tokens != nil && len(req.Tokens.TokenIDs) > 0 {
 			req.promptIDs = req.Tokens.TokenIDs
@@ -186,47 +198,48 @@ func parseWorkerRequest(f format, body []byte) (*workerRequest, *apiError) {
 			req.promptIDs = req.TokenIDs
 			break
 		}
-		if err := req.parsePrompt(); err != nil {
-			return nil, err
-		}
+		return req.parsePrompt()
 	case formatGenerate:
 		if len(req.TokenIDs) == 0 {
-			return nil, badRequest("token_ids: must be a non-empty list of token IDs")
+			return badRequest("token_ids: must be a non-empty list of token IDs")
 		}
 		if req.SamplingParams == nil {
-			return nil, badRequest("sampling_params: field required")
+			return badRequest("sampling_params: field required")
 		}
 		req.promptIDs = req.TokenIDs
 	case formatResponses:
 		if isNull(req.Input) {
-			return nil, badParam("input", "input: field required")
+			return badParam("input", "input: field required")
 		}
 		req.promptText = req.Input
 	case formatMessages:
 		if isNull(req.Messages) {
-			return nil, badParam("messages", "messages: field required")
+			return badParam("messages", "messages: field required")
 		}
 		if req.MaxTokens == nil {
-			return nil, badParam("max_tokens", "max_tokens: field required")
+			return badParam("max_tokens", "max_tokens: field required")
 		}
 		req.promptText = append(append([]byte(nil), req.System...), req.Messages...)
 	}
+	return nil
+}
+
+// checkBounds checks n, max_tokens, logprobs and prompt_logprobs against
+// vLLM's bounds and the simulator's.
+func (req *workerRequest) checkBounds() *apiError {
 	if n := req.choices(); n < 1 || n > maxChoices {
-		return nil, badParam("n", "n must be between 1 and %d, got %d", maxChoices, n)
+		return badParam("n", "n must be between 1 and %d, got %d", maxChoices, n)
 	}
 	if m := req.maxTokens(); m != nil && (*m < 1 && !req.echoOnly() || *m > MaxModelLen) {
-		return nil, badParam("max_tokens", "max_tokens must be between 1 and %d, got %d", MaxModelLen, *m)
+		return badParam("max_tokens", "max_tokens must be between 1 and %d, got %d", MaxModelLen, *m)
 	}
 	if m := req.maxTokens(); m != nil && *m*req.choices() > maxOutputTokens {
-		return nil, badRequest("sim: n × max_tokens must be at most %d", maxOutputTokens)
+		return badRequest("sim: n × max_tokens must be at most %d", maxOutputTokens)
 	}
 	if lp := req.logprobs(); lp > maxLogprobs {
-		return nil, badParam("logprobs", "logprobs must be at most %d, got %d", maxLogprobs, lp)
+		return badParam("logprobs", "logprobs must be at most %d, got %d", maxLogprobs, lp)
 	}
-	if err := req.checkPromptLogprobs(); err != nil {
-		return nil, err
-	}
-	return req, nil
+	return req.checkPromptLogprobs()
 }
 
 // parsePrompt reads a completions prompt: a string, a token ID array, or a

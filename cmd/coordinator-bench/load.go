@@ -246,23 +246,12 @@ func (l *loader) phase(ctx context.Context, t target, sc scenario, conc int, d t
 				if limit > 0 && sent.Add(1) > int64(limit) {
 					break
 				}
-				if pace != nil {
-					select {
-					case <-pace:
-					case <-ctx.Done():
-						continue
-					}
+				if !paced(ctx, pace) {
+					continue
 				}
-				body, stream := sc.body, sc.stream
-				if sc.mixed && n%2 == 1 {
-					body, stream = sc.streamBody, true
-				}
-				if sc.template != nil {
-					// The previous request is over, its answer read: the
-					// target read its body before answering.
-					own = sc.template.fill(own, l.nonces.Add(1))
-					body = own
-				}
+				var body []byte
+				var stream bool
+				body, own, stream = l.requestBody(sc, n, own)
 				first, end, err := l.do(ctx, url, sc, body, stream, buf, br)
 				if err != nil {
 					if ctx.Err() == nil {
@@ -290,6 +279,37 @@ func (l *loader) phase(ctx context.Context, t target, sc scenario, conc int, d t
 		return res, err
 	}
 	return res, nil
+}
+
+// paced waits for pace's next tick (at once when pace is nil); false when
+// ctx ended first.
+func paced(ctx context.Context, pace <-chan time.Time) bool {
+	if pace == nil {
+		return true
+	}
+	select {
+	case <-pace:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// requestBody is a worker's n-th request body and whether it streams; own
+// is the worker's buffer for a templated scenario's body, returned for the
+// next request.
+func (l *loader) requestBody(sc scenario, n int, own []byte) (body, ownNext []byte, stream bool) {
+	body, stream = sc.body, sc.stream
+	if sc.mixed && n%2 == 1 {
+		body, stream = sc.streamBody, true
+	}
+	if sc.template != nil {
+		// The previous request is over, its answer read: the target read
+		// its body before answering.
+		own = sc.template.fill(own, l.nonces.Add(1))
+		body = own
+	}
+	return body, own, stream
 }
 
 // do sends one request with body and checks the answer: status 200, and

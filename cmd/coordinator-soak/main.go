@@ -133,8 +133,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	rest := newRESTClient(s.rest, o.concurrency)
 	r := &runner{rest: rest, grpc: grpcClient, faultShare: o.faultShare, disconnectShare: o.disconnectShare,
 		timeout: o.timeout, seed: o.seed}
-	metrics := newScraper(s.rest)
+	return soak(ctx, o, r, rest, newScraper(s.rest), stdout, stderr)
+}
 
+// soak warms the stack up, lets it settle, soaks it for o.duration while
+// watching the coordinator's metrics, lets it settle again and writes the
+// report: an error when the soak failed.
+func soak(ctx context.Context, o options, r *runner, rest *restClient, metrics *scraper, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "warm-up: %v at %d concurrent...\n", o.warmup, o.concurrency)
 	warm := r.run(ctx, o.concurrency, o.warmup)
 	rest.http.CloseIdleConnections()
@@ -146,7 +151,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 
 	stopWatch := metrics.watch(ctx, time.Second)
 	stopProgress := r.progress(stderr, 30*time.Second)
-	soak := r.run(ctx, o.concurrency, o.duration)
+	soaked := r.run(ctx, o.concurrency, o.duration)
 	stopProgress()
 	peak := peakOf(stopWatch(), start)
 	if ctx.Err() != nil {
@@ -162,7 +167,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		Duration: o.duration, Warmup: o.warmup, Concurrency: o.concurrency,
 		FaultShare: o.faultShare, DisconnectShare: o.disconnectShare,
 		TokenDelay: o.tokenDelay, GatewayTimeout: legTimeout, CPUs: runtime.NumCPU(),
-	}, soak, warm)
+	}, soaked, warm)
 	rep.Start, rep.Peak, rep.End = start, peakOf(peak, end), end
 	rep.judge()
 	rep.write(stdout)

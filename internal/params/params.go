@@ -106,13 +106,7 @@ func fieldsOf(t reflect.Type) map[string]int {
 // decodeValue stores val into v, converting it by v's type.
 func decodeValue(path string, val any, v reflect.Value) error {
 	if val == nil {
-		switch v.Kind() {
-		case reflect.Struct, reflect.Slice, reflect.Map, reflect.Interface:
-			return nil // an empty YAML section: leave the field as it is
-		case reflect.Pointer: // absent if null is absent for the pointee
-			return decodeValue(path, nil, reflect.New(v.Type().Elem()).Elem())
-		}
-		return fail(path, "expected %s, got null", expected(v.Type()))
+		return decodeNull(path, v)
 	}
 	switch {
 	case v.Type() == durationType:
@@ -121,27 +115,8 @@ func decodeValue(path string, val any, v reflect.Value) error {
 		return decodeInt(path, val, v)
 	}
 	switch v.Kind() {
-	case reflect.String:
-		s, ok := val.(string)
-		if !ok {
-			return fail(path, "expected string, got %s", kindOf(val))
-		}
-		v.SetString(s)
-	case reflect.Bool:
-		b, ok := val.(bool)
-		if !ok {
-			return fail(path, "expected bool, got %s", kindOf(val))
-		}
-		v.SetBool(b)
-	case reflect.Float32, reflect.Float64:
-		f, ok := toFloat(val)
-		if !ok {
-			return fail(path, "expected number, got %s", kindOf(val))
-		}
-		if v.OverflowFloat(f) {
-			return fail(path, "out of range for %s, got %v", v.Type(), f)
-		}
-		v.SetFloat(f)
+	case reflect.String, reflect.Bool, reflect.Float32, reflect.Float64:
+		return decodeScalar(path, val, v)
 	case reflect.Struct:
 		m, ok := val.(map[string]any)
 		if !ok {
@@ -169,6 +144,45 @@ func decodeValue(path string, val any, v reflect.Value) error {
 		v.Set(rv)
 	default:
 		return fail(path, "params: unsupported field type %s", v.Type())
+	}
+	return nil
+}
+
+// decodeNull decodes a YAML null into v.
+func decodeNull(path string, v reflect.Value) error {
+	switch v.Kind() {
+	case reflect.Struct, reflect.Slice, reflect.Map, reflect.Interface:
+		return nil // an empty YAML section: leave the field as it is
+	case reflect.Pointer: // absent if null is absent for the pointee
+		return decodeValue(path, nil, reflect.New(v.Type().Elem()).Elem())
+	}
+	return fail(path, "expected %s, got null", expected(v.Type()))
+}
+
+// decodeScalar decodes a string, bool or float field.
+func decodeScalar(path string, val any, v reflect.Value) error {
+	switch v.Kind() {
+	case reflect.String:
+		s, ok := val.(string)
+		if !ok {
+			return fail(path, "expected string, got %s", kindOf(val))
+		}
+		v.SetString(s)
+	case reflect.Bool:
+		b, ok := val.(bool)
+		if !ok {
+			return fail(path, "expected bool, got %s", kindOf(val))
+		}
+		v.SetBool(b)
+	default:
+		f, ok := toFloat(val)
+		if !ok {
+			return fail(path, "expected number, got %s", kindOf(val))
+		}
+		if v.OverflowFloat(f) {
+			return fail(path, "out of range for %s, got %v", v.Type(), f)
+		}
+		v.SetFloat(f)
 	}
 	return nil
 }
