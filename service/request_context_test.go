@@ -5,16 +5,15 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/coordinator-project/coordinator/internal/frontdoor"
-	"github.com/coordinator-project/coordinator/internal/requestbody"
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/frontdoor"
+	"github.com/coordinator-project/coordinator/internal/requestbody"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
 
 func TestNewRequestContextReadsOnlyUnambiguousBodies(t *testing.T) {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"testing"
 
-	"github.com/coordinator-project/coordinator/internal/headers"
-
 	"github.com/stretchr/testify/assert"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/coordinator-project/coordinator/internal/headers"
 )
 
 // TestRequestIDs pins compat D25: the client's id names the request, and

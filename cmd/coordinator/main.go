@@ -12,8 +12,6 @@ import (
 	"os"
 	"runtime/debug"
 
-	"github.com/coordinator-project/coordinator/steps/builtin"
-
 	"go.uber.org/dig"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
@@ -27,6 +25,7 @@ import (
 	"github.com/coordinator-project/coordinator/service/rest"
 	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/steps/asyncbroker"
+	"github.com/coordinator-project/coordinator/steps/builtin"
 )
 
 // defaultGCPercent trades memory for CPU: the coordinator's heap is mostly

@@ -15,8 +15,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coordinator-project/coordinator/steps/builtin"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
@@ -27,6 +25,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/media"
 	"github.com/coordinator-project/coordinator/sim"
 	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/builtin"
 )
 
 // loopbackMedia swaps the production replace-media-urls plugin for one whose

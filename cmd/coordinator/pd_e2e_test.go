@@ -9,13 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coordinator-project/coordinator/internal/headers"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/sim"
 )
 

@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordinator-project/coordinator/internal/headers"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/sim"
 )
 

@@ -8,12 +8,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
 
 // Issue 34: a body of millions of tiny messages or content blocks must not

@@ -3,9 +3,8 @@ package apierror
 import (
 	"net/http"
 
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
-
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
 
 // Dialect is the error shape of the API a client speaks: each front door

@@ -16,10 +16,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/coordinator-project/coordinator/internal/requestbody"
-
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/internal/requestbody"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
 )
 

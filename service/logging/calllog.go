@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/coordinator-project/coordinator/internal/headers"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -18,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordinator-project/coordinator/internal/frontdoor"
+	"github.com/coordinator-project/coordinator/internal/headers"
 )
 
 // CallLog writes one "finished call" line per call, at callLevel of its

@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/coordinator-project/coordinator/internal/headers"
-
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/metrics"
 )

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordinator-project/coordinator/internal/headers"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/coordinator-project/coordinator/internal/headers"
 )
 
 // rawExchange sends head (a request line and headers, no body) on a new

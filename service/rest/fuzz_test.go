@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordinator-project/coordinator/steps/builtin"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
@@ -27,6 +25,7 @@ import (
 	"github.com/coordinator-project/coordinator/service/rest"
 	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/sim"
+	"github.com/coordinator-project/coordinator/steps/builtin"
 )
 
 // fuzzRoutes are the REST routes that run the pipeline; the fuzz input's

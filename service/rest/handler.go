@@ -10,14 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/coordinator-project/coordinator/internal/gateway"
-	"github.com/coordinator-project/coordinator/internal/requestbody"
-
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/membudget"
+	"github.com/coordinator-project/coordinator/internal/requestbody"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"

@@ -6,13 +6,12 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/coordinator-project/coordinator/internal/headers"
-	"github.com/coordinator-project/coordinator/internal/inproc"
+	"google.golang.org/grpc/status"
 
 	"github.com/coordinator-project/coordinator/internal/frontdoor"
+	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/internal/inproc"
 	"github.com/coordinator-project/coordinator/internal/requestbody"
-
-	"google.golang.org/grpc/status"
 )
 
 // noForm is the PostForm of every request the front hands the gateway:

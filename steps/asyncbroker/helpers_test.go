@@ -12,12 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
-
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/asyncbroker"
 	"github.com/coordinator-project/coordinator/steps/steptest"

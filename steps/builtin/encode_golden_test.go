@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
-
 	"github.com/stretchr/testify/require"
+
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
 
 // Golden files of every encode leg body, under testdata/encode/.

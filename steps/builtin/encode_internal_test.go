@@ -3,12 +3,11 @@ package builtin
 import (
 	"testing"
 
-	"github.com/coordinator-project/coordinator/internal/requestbody"
-	"github.com/coordinator-project/coordinator/internal/wire/features"
-
 	"github.com/stretchr/testify/assert"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/requestbody"
+	"github.com/coordinator-project/coordinator/internal/wire/features"
 )
 
 func TestEncodeTokenIDs(t *testing.T) {

@@ -6,18 +6,17 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/coordinator-project/coordinator/internal/requestbody"
-	"github.com/coordinator-project/coordinator/steps"
-
 	"github.com/coordinator-project/coordinator/connectors/ec"
 	"github.com/coordinator-project/coordinator/connectors/kv"
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/internal/requestbody"
 	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/features"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/internal/wire/pd"
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 // PrefillType is the prefill step's config name.

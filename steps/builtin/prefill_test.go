@@ -6,14 +6,13 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/coordinator-project/coordinator/internal/requestbody"
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/internal/requestbody"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/steps"
 	"github.com/coordinator-project/coordinator/steps/builtin"
 	"github.com/coordinator-project/coordinator/steps/steptest"

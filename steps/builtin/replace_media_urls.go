@@ -10,14 +10,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coordinator-project/coordinator/internal/wire/features"
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
-	"github.com/coordinator-project/coordinator/steps"
-
 	"github.com/coordinator-project/coordinator/internal/media"
 	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/internal/params"
+	"github.com/coordinator-project/coordinator/internal/wire/features"
 	"github.com/coordinator-project/coordinator/internal/wire/imageparts"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 // ReplaceMediaURLsType is the replace-media-urls step's config name.

@@ -7,14 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coordinator-project/coordinator/internal/wire/features"
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
-	"github.com/coordinator-project/coordinator/steps/builtin"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/wire/features"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/builtin"
 )
 
 // The image inputs of the OpenAI Responses API (input_image parts with an

@@ -8,13 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
-	"github.com/coordinator-project/coordinator/steps/builtin"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/internal/membudget"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+	"github.com/coordinator-project/coordinator/steps/builtin"
 )
 
 // framedSize is what a downloaded PNG of size bytes holds once inlined: its

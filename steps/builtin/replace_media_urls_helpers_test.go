@@ -13,13 +13,12 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
-	"github.com/coordinator-project/coordinator/steps/builtin"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/internal/media"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/steps"
+	"github.com/coordinator-project/coordinator/steps/builtin"
 )
 
 var (

@@ -11,14 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordinator-project/coordinator/internal/wire/features"
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
-	"github.com/coordinator-project/coordinator/steps/builtin"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/internal/media"
+	"github.com/coordinator-project/coordinator/internal/wire/features"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+	"github.com/coordinator-project/coordinator/steps/builtin"
 )
 
 func TestReplaceMediaURLsDownloadsAndInlines(t *testing.T) {
