@@ -12,6 +12,10 @@
 // not touch byte for byte. Nested objects are edited the same way: parse the
 // member's raw value with [ParseObject] and Set the result's Bytes.
 //
+// A reader that knows the shape it expects and reads many documents (a
+// worker's answers and stream events) reads them with a [Scanner] instead,
+// value by value into its own types in one pass, nothing indexed.
+//
 // Strings are scanned eight bytes at a time, so multi-megabyte base64 image
 // payloads cost little more than a memory scan.
 package jsonbody

@@ -56,10 +56,19 @@ func scanValue(data []byte, i, depth int) (int, error) {
 	case '{', '[':
 		return scanContainer(data, i, depth, nil)
 	case 't':
+		if hasLiteral(data, i, "true") {
+			return i + len("true"), nil
+		}
 		return scanLiteral(data, i, "true")
 	case 'f':
+		if hasLiteral(data, i, "false") {
+			return i + len("false"), nil
+		}
 		return scanLiteral(data, i, "false")
 	case 'n':
+		if hasLiteral(data, i, "null") {
+			return i + len("null"), nil
+		}
 		return scanLiteral(data, i, "null")
 	default:
 		if c == '-' || isDigit(c) {
@@ -67,6 +76,12 @@ func scanValue(data []byte, i, depth int) (int, error) {
 		}
 		return i, errAt(data, i, "looking for beginning of value")
 	}
+}
+
+// hasLiteral reports whether lit starts at data[i]; it inlines, so that a
+// constant lit is compared in a load or two.
+func hasLiteral(data []byte, i int, lit string) bool {
+	return len(data)-i >= len(lit) && string(data[i:i+len(lit)]) == lit
 }
 
 // scanContainer scans the object or array starting at data[i] iteratively: an

@@ -2,6 +2,7 @@ package tokens
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -36,6 +37,10 @@ var fastAnswerSeeds = []string{
 	`null`,
 	`{"choices":[null]}`,
 	`{"ſhoices":[]}`,
+	`{"request_id":"a\"b\u00e9","choices":[{"finish_reason":"st\u006fp"}]}`,
+	`{"choices":[{"index":0,"logprobs":{"content":[{"token":"token_id:\u0035","logprob":-1,"bytes":[1,2]}]},"token_ids":[5]}]}`,
+	"{\"choices\":[],\"x\":\"\xff\"}",
+	`{"choices":[],"x":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`,
 }
 
 func TestFastAnswerReadsAsEncodingJSON(t *testing.T) {
@@ -49,6 +54,15 @@ func TestFastAnswerReadsAsEncodingJSON(t *testing.T) {
 	var sc scratch
 	assert.True(t, fastAnswer(streamEvent(5), sc.newAnswer(), &sc), "the usual event is read without encoding/json")
 	assert.False(t, fastAnswer([]byte(`{"Choices":[]}`), sc.newAnswer(), &sc), "a key in another case is encoding/json's")
+	for _, escaped := range []string{
+		`{"request_id":"a\"b","choices":[{"index":1}]}`,
+		`{"\u0063hoices":[{"index":1}]}`,
+		`{"choices":[{"index":1,"finish_reason":"st\u006fp"}]}`,
+	} {
+		a := sc.newAnswer()
+		require.True(t, fastAnswer([]byte(escaped), a, &sc), "an escape is read without encoding/json: %s", escaped)
+		assert.Equal(t, uint32(1), a.Choices[0].Index, "%s", escaped)
+	}
 }
 
 // checkFastAnswer: whatever fastAnswer takes, encoding/json takes and
