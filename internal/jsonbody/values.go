@@ -142,6 +142,12 @@ func Int(raw []byte) (int64, bool) {
 		}
 		return u, true
 	}
+	return intOf(raw, neg)
+}
+
+// intOf is Int past its fast path: raw (without its sign) as digits, a
+// fraction and an exponent, an exact integer within int64 range or false.
+func intOf(raw []byte, neg bool) (int64, bool) {
 	mantissa, exp := raw, int64(0)
 	if e := bytes.IndexAny(raw, "eE"); e >= 0 {
 		mantissa = raw[:e]
