@@ -29,10 +29,13 @@ import (
 )
 
 const (
-	drainTimeout = time.Second
+	// drainTimeout is four times what the short streams need (24 tokens
+	// 50 ms apart), and those are long enough to be in flight still when
+	// the stop begins, on a loaded CI machine too.
+	drainTimeout = 5 * time.Second
 	tokenDelay   = 50 * time.Millisecond
 	// shortTokens finish well within drainTimeout; longTokens never do.
-	shortTokens = 12
+	shortTokens = 24
 	longTokens  = 1000
 )
 
