@@ -12,7 +12,9 @@
 // Every [Snapshot] carries its epoch. A control call that fans out to the
 // workers of a snapshot names that epoch; [Membership.Check] fails it with a
 // [*StaleEpochError] naming the workers added and removed since, so a
-// trainer never updates N-1 engines believing it updated N.
+// trainer never updates N-1 engines believing it updated N. A control call
+// refreshes first (so a pod gone since the last interval is seen), then
+// checks the epoch it was given, then fans out to Current's workers.
 //
 // A source that fails keeps its last good answer: a DNS server that stops
 // answering does not empty a role, the refresh returns the error and the

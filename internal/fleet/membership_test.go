@@ -184,10 +184,15 @@ func TestRefreshWaitsForTheRunningOne(t *testing.T) {
 	}()
 	<-blocking.entered
 
-	waiting, stop := context.WithCancel(t.Context())
-	stop()
-	_, err := m.Refresh(waiting)
-	require.ErrorIs(t, err, context.Canceled, "a canceled context does not wait for the semaphore")
+	waiting, stop := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer stop()
+	s, err := m.Refresh(waiting)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the wait for the running refresh ends with the context")
+	assert.EqualError(t, err, "fleet: refresh: context deadline exceeded")
+	assert.Equal(t, fleet.Snapshot{}, s)
+
+	_, err = m.Refresh(waiting)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "an ended context resolves nothing")
 
 	cancel()
 	require.ErrorIs(t, <-first, context.Canceled)

@@ -12,10 +12,10 @@ import (
 
 // Source answers which workers exist now, for the roles it covers.
 //
-// Resolve may be called concurrently with itself only by different
-// Memberships; a Membership calls it from one goroutine at a time and bounds
-// it with ctx. On error its answer is ignored and the membership keeps the
-// source's last good answer.
+// A Membership calls Resolve from one goroutine at a time, bounded by ctx
+// (a source shared by several memberships must allow concurrent calls). On
+// error the answer is ignored: the membership keeps the source's last good
+// answer.
 type Source interface {
 	// Resolve returns the workers the source knows now, in any order.
 	Resolve(ctx context.Context) ([]Worker, error)
