@@ -14,7 +14,8 @@
 // [*StaleEpochError] naming the workers added and removed since, so a
 // trainer never updates N-1 engines believing it updated N. A control call
 // refreshes first (so a pod gone since the last interval is seen), then
-// checks the epoch it was given, then fans out to Current's workers.
+// takes the snapshot of the epoch it was given ([Membership.At]: the
+// current one, or the error) and fans out to its workers.
 //
 // A source that fails keeps its last good answer: a DNS server that stops
 // answering does not empty a role, the refresh returns the error and the

@@ -45,6 +45,11 @@ func TestStaticEpochs(t *testing.T) {
 	assert.Equal(t, []fleet.Worker{wC}, want.Role(fleet.Prefill))
 
 	require.NoError(t, m.Check(1))
+	at, err := m.At(1)
+	require.NoError(t, err)
+	assert.Equal(t, want, at)
+	_, err = m.At(0)
+	assert.EqualError(t, err, "fleet: stale epoch 0 (current 1): added decode/10.0.0.1:8000, encode/10.0.2.1:8000, prefill/10.0.1.1:8000")
 	var stale *fleet.StaleEpochError
 	require.ErrorAs(t, m.Check(0), &stale)
 	assert.Equal(t, fleet.StaleEpochError{Have: 0, Current: 1, Added: []fleet.Worker{wA, wE, wC}, Diff: true}, *stale)
@@ -241,6 +246,9 @@ func TestConcurrentUse(t *testing.T) {
 				var stale *fleet.StaleEpochError
 				if err := m.Check(s.Epoch); err != nil && assert.ErrorAs(t, err, &stale) {
 					assert.Greater(t, stale.Current, s.Epoch, "only a newer membership makes a listing stale")
+				}
+				if at, err := m.At(s.Epoch); err == nil {
+					assert.Equal(t, s, at, "At's snapshot is the one of its epoch")
 				}
 			}
 		})

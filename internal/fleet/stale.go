@@ -59,6 +59,23 @@ func (e *StaleEpochError) Error() string {
 func (m *Membership) Check(epoch uint64) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	return m.check(epoch)
+}
+
+// At returns the current snapshot when its epoch is epoch, and otherwise
+// Check's error, in one step: a refresh between a Check and a Current
+// cannot slip in. A control call fans out to At's workers.
+func (m *Membership) At(epoch uint64) (Snapshot, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if err := m.check(epoch); err != nil {
+		return Snapshot{}, err
+	}
+	return m.history[len(m.history)-1].clone(), nil
+}
+
+// check is Check; the caller holds mu.
+func (m *Membership) check(epoch uint64) error {
 	cur := m.history[len(m.history)-1]
 	if epoch == cur.Epoch {
 		return nil
