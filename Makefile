@@ -55,7 +55,7 @@ build: ## Build the coordinator and the simulator into bin/.
 	go build -o $(BIN)/coordinator-sim ./cmd/coordinator-sim
 
 .PHONY: test-deps
-test-deps: ## Install what the tests need and the machine lacks (Debian: redis-server, protoc, grpcio).
+test-deps: ## Install what the tests need and the machine lacks (Debian: redis-server, dnsmasq, protoc, grpcio).
 	@bash .ci/test-deps
 
 .PHONY: test
