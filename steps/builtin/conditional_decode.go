@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coordinator-project/coordinator/internal/wire/pd"
 	"net/http"
 
 	"github.com/coordinator-project/coordinator/internal/gateway"
@@ -80,7 +81,7 @@ func (c *ConditionalDecode) Execute(ctx context.Context, rc *steps.RequestContex
 		return err
 	}
 	// No KV came with this answer: its usage goes to the client untouched.
-	if err := legs.Relay(ctx, resp, answerSink(rc, false), c.answerCap()); err != nil {
+	if err := pd.Relay(ctx, resp, answerSink(rc, false), c.answerCap()); err != nil {
 		return fmt.Errorf("%s: %w", ConditionalDecodeType, err)
 	}
 	return steps.ErrDone

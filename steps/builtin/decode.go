@@ -78,7 +78,7 @@ func (d *Decode) Execute(ctx context.Context, rc *steps.RequestContext) error {
 		}
 		return err
 	}
-	if err := legs.Relay(ctx, resp, answerSink(rc, rc.PD.Done), d.answerCap()); err != nil {
+	if err := pd.Relay(ctx, resp, answerSink(rc, rc.PD.Done), d.answerCap()); err != nil {
 		return fmt.Errorf("decode: %w", err)
 	}
 	return steps.ErrDone

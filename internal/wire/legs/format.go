@@ -2,7 +2,7 @@
 // API it is written in (Format) and the path it posts to, the client-fault
 // sentinel the leg shapers mark errors with, the edits that shape a leg
 // (the single-token cap, nested params), reading a leg's 2xx answer within
-// its cap, and relaying it to the client's Sink as it arrives (relay.go).
+// its cap, and the Sink an answer goes on to the client through.
 //
 // It knows nothing of the pipeline.
 package legs

@@ -2,8 +2,8 @@ package legs
 
 import "net/http"
 
-// Sink is where a leg's answer goes on to the client: the relay writes
-// it, the P/D answer editor wraps it. It has steps.Sink's methods and
+// Sink is where a leg's answer goes on to the client: the relay
+// (pd.Relay) writes it, the answer editor (pd.AnswerSink) wraps it. It has steps.Sink's methods and
 // follows its contract: Header once, then Response once or Events per
 // batch.
 type Sink interface {

@@ -1,10 +1,12 @@
-// Package pd shapes what prefill/decode disaggregation changes in a
-// request and its answer (compat decisions D21 and D22): the prefill leg
-// asks for the prompt's logprobs and the decode leg does not (request.go);
-// the prefill answer's prefix-cache hits, prompt logprobs and completions
-// echo are read (answer.go) and merged into the decode worker's answer as
-// it passes to the client, a whole answer or a stream (answer.go,
-// echo.go).
+// Package pd is the wire around the prefill and decode legs: what
+// prefill/decode disaggregation changes in a request and its answer
+// (compat decisions D21 and D22), and the relay of a decode-profile answer
+// to the client. The prefill leg asks for the prompt's logprobs and the
+// decode leg does not (request.go); the prefill answer's prefix-cache hits,
+// prompt logprobs and completions echo are read (answer.go) and merged into
+// the decode worker's answer, its usage billed, as the relay passes it to
+// the client, a whole answer or a stream of events (relay.go: the SSE
+// relay; answer.go, echo.go); a request's P/D state is State (state.go).
 package pd
 
 import (

@@ -1,8 +1,9 @@
-package legs
+package pd
 
 import (
 	"context"
 	"errors"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"io"
 	"net/http"
 	"strings"
@@ -16,7 +17,7 @@ import (
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
 
-var testCap = Cap{Leg: "decode", Max: 1 << 20, Key: "gateway.max_answer_size"}
+var testCap = legs.Cap{Leg: "decode", Max: 1 << 20, Key: "gateway.max_answer_size"}
 
 func response(contentType, body string) *http.Response {
 	return &http.Response{
@@ -221,7 +222,7 @@ func TestRelayJSONPastTheCap(t *testing.T) {
 		Body: body, ContentLength: 1 << 40}
 	sink := &steptest.Sink{}
 	err := Relay(context.Background(), resp, sink, testCap)
-	var tooLarge *TooLargeError
+	var tooLarge *legs.TooLargeError
 	require.ErrorAs(t, err, &tooLarge)
 	assert.Equal(t, "decode answer larger than 1 MiB (gateway.max_answer_size)", err.Error())
 	assert.Nil(t, sink.Body)

@@ -1,4 +1,4 @@
-package legs
+package pd
 
 import (
 	"io"

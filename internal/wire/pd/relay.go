@@ -1,14 +1,16 @@
 // The SSE relay (relay.go, relay_lines.go): Relay passes a worker's answer
-// on to the client's Sink as it arrives: the header, then each server-sent
+// on to the client's Sink, through the answer editor (AnswerSink), as it
+// arrives: the header, then each server-sent
 // event of a stream in batches, or the whole body of a JSON answer.
 
-package legs
+package pd
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"io"
 	"mime"
 	"net/http"
@@ -25,15 +27,15 @@ const maxEventSize = 16 << 20
 // *TooLargeError) and drawn from ctx's account. It closes the
 // response body, before its end on an error, which closes the leg's
 // connection.
-func Relay(ctx context.Context, resp *http.Response, sink Sink, c Cap) error {
+func Relay(ctx context.Context, resp *http.Response, sink legs.Sink, c legs.Cap) error {
 	defer resp.Body.Close()
 	sink.Header(resp.Header)
 	ct := resp.Header.Get("Content-Type")
 	if media, _, _ := mime.ParseMediaType(ct); media == "text/event-stream" {
 		return relayEvents(resp.Body, sink)
 	}
-	body, err := ReadBody(ctx, resp, c)
-	var tooLarge *TooLargeError
+	body, err := legs.ReadBody(ctx, resp, c)
+	var tooLarge *legs.TooLargeError
 	if errors.As(err, &tooLarge) {
 		return err
 	}
@@ -54,7 +56,7 @@ var batches = sync.Pool{New: func() any { return &batch{} }}
 // comments and the other fields are dropped; a multi-line data field is
 // joined with "\n" as the SSE spec says. An event with a type but no data
 // is not dispatched (SSE spec).
-func relayEvents(r io.Reader, sink Sink) error {
+func relayEvents(r io.Reader, sink legs.Sink) error {
 	e := eventRelay{lines: newLineReader(r)}
 	defer e.release()
 	return e.run(sink)
@@ -79,7 +81,7 @@ func (e *eventRelay) dropBatch() {
 	e.batch = nil
 }
 
-func (e *eventRelay) run(sink Sink) error {
+func (e *eventRelay) run(sink legs.Sink) error {
 	for {
 		line, err := e.lines.readLine()
 		if e.batch == nil {
@@ -197,7 +199,7 @@ func (b *batch) recycle() {
 }
 
 // flush hands the complete events to the sink and empties the batch.
-func (b *batch) flush(sink Sink) error {
+func (b *batch) flush(sink legs.Sink) error {
 	if len(b.ends) == 0 {
 		return nil
 	}
