@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/coordinator-project/coordinator/internal/wire/pd"
 	"net/http"
 
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/params"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
+	"github.com/coordinator-project/coordinator/internal/wire/pd"
 	"github.com/coordinator-project/coordinator/steps"
 )
 

@@ -10,12 +10,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"io"
 	"mime"
 	"net/http"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
 
 // maxEventSize bounds one server-sent event from a worker.

@@ -3,7 +3,6 @@ package pd
 import (
 	"context"
 	"errors"
-	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"io"
 	"net/http"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordinator-project/coordinator/internal/membudget"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/steps/steptest"
 )
 
