@@ -72,6 +72,12 @@ func (e Engine) WaitInFlight(ctx context.Context, n int) error {
 	return e.e.await(ctx, func() bool { return len(e.e.flights) == n })
 }
 
+// WaitFrozen waits until exactly n requests in flight are frozen by a
+// keep pause or ctx ends.
+func (e Engine) WaitFrozen(ctx context.Context, n int) error {
+	return e.e.await(ctx, func() bool { return e.e.frozen == n })
+}
+
 // WaitHeld waits until exactly n requests wait for the engine to resume
 // (held by a pause) or ctx ends.
 func (e Engine) WaitHeld(ctx context.Context, n int) error {
@@ -96,7 +102,11 @@ type engine struct {
 	weights  string // what the weight checker hashes
 	flights  map[*flight]struct{}
 	held     int
+	frozen   int
 	server   *http.Server
+	// beforeStep, if set (tests only, before any request), is called
+	// before each token of a flight is produced.
+	beforeStep func(f *flight, i int)
 	addr     string
 }
 
@@ -201,25 +211,36 @@ func (e *engine) done(f *flight) {
 // token. err is errEngineStopped for a stopped engine, errAborted for an
 // aborted flight, or ctx's error.
 func (e *engine) step(ctx context.Context, f *flight) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	frozen := false
+	defer func() {
+		if frozen {
+			e.frozen--
+			e.broadcast()
+		}
+	}()
 	for {
-		e.mu.Lock()
 		switch {
 		case e.stopped:
-			e.mu.Unlock()
 			return "", errEngineStopped
 		case f.aborted:
-			e.mu.Unlock()
 			return "", errAborted
 		case !e.paused || e.mode != PauseKeep:
-			v := e.version
-			e.mu.Unlock()
-			return v, nil
+			return e.version, nil
+		}
+		if !frozen {
+			frozen = true
+			e.frozen++
+			e.broadcast()
 		}
 		ch := e.changed
 		e.mu.Unlock()
 		select {
 		case <-ch:
+			e.mu.Lock()
 		case <-ctx.Done():
+			e.mu.Lock()
 			return "", ctx.Err()
 		}
 	}

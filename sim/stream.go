@@ -102,6 +102,9 @@ func (g *generation) produce(ctx context.Context, emit func(i int) bool) bool {
 			return false
 		}
 		if g.engine != nil {
+			if h := g.engine.beforeStep; h != nil {
+				h(g.flight, i)
+			}
 			v, err := g.engine.step(ctx, g.flight)
 			switch {
 			case errors.Is(err, errAborted):

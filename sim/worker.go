@@ -114,6 +114,7 @@ func (s *Sim) serveLeg(w http.ResponseWriter, r *http.Request, call legCall) {
 		return
 	}
 	defer call.engine.done(fl)
+	w.Header().Set(EngineHeader, call.engine.id)
 	if call.role == roleEncode {
 		s.answerEncode(r.Context(), w, call, req, model)
 		return
