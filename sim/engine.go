@@ -107,7 +107,7 @@ type engine struct {
 	// beforeStep, if set (tests only, before any request), is called
 	// before each token of a flight is produced.
 	beforeStep func(f *flight, i int)
-	addr     string
+	addr       string
 }
 
 // flight is one request an engine runs.
