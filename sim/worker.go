@@ -119,6 +119,13 @@ func (s *Sim) serveLeg(w http.ResponseWriter, r *http.Request, call legCall) {
 		s.answerEncode(r.Context(), w, call, req, model)
 		return
 	}
+	s.answerGeneration(w, r, call, req, model, fl)
+}
+
+// answerGeneration answers a prefill or decode leg its engine admitted as
+// flight fl.
+func (s *Sim) answerGeneration(w http.ResponseWriter, r *http.Request, call legCall, req *workerRequest, model string, fl *flight) {
+	f := req.format
 	key := s.promptKey(model, req)
 	if call.conditional {
 		if _, hit := s.served.get(key); !hit {
