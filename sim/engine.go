@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // EngineHeader names the engine a gateway leg goes to ("decode-1"); without
@@ -106,7 +107,7 @@ type engine struct {
 	server   *http.Server
 	// beforeStep, if set (tests only, before any request), is called
 	// before each token of a flight is produced.
-	beforeStep func(f *flight, i int)
+	beforeStep atomic.Pointer[func(f *flight, i int)]
 	addr       string
 }
 

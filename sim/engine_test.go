@@ -62,12 +62,13 @@ func gateAt(t *testing.T, e Engine, at int) *stepGate {
 	ch := make(chan struct{})
 	var once sync.Once
 	g := &stepGate{reached: make(chan string, 64), release: func() { once.Do(func() { close(ch) }) }}
-	e.e.beforeStep = func(f *flight, i int) {
+	hook := func(f *flight, i int) {
 		if i == at {
 			g.reached <- f.ids[0]
 			<-ch
 		}
 	}
+	e.e.beforeStep.Store(&hook)
 	t.Cleanup(g.release)
 	return g
 }

@@ -102,8 +102,8 @@ func (g *generation) produce(ctx context.Context, emit func(i int) bool) bool {
 			return false
 		}
 		if g.engine != nil {
-			if h := g.engine.beforeStep; h != nil {
-				h(g.flight, i)
+			if h := g.engine.beforeStep.Load(); h != nil {
+				(*h)(g.flight, i)
 			}
 			v, err := g.engine.step(ctx, g.flight)
 			switch {
