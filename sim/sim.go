@@ -147,7 +147,7 @@ func New(opts Options) *Sim {
 }
 
 // Reset forgets the leg log, the prefills, the served prompts and the
-// prefix caches.
+// prefix caches. The engines keep their state (pause, version, sleep).
 func (s *Sim) Reset() {
 	s.legs.reset()
 	s.prefilled.reset()
