@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -226,4 +227,40 @@ func TestEngineStopped(t *testing.T) {
 	r = post(t, env.gateway.URL+pathGenerate, legHeader("decode", ""), generateBody("none", 1, false))
 	assert.Equal(t, http.StatusBadGateway, r.status)
 	assert.Equal(t, "sim: no decode engine is up", errorOf(t, r.body).Message)
+}
+
+func TestEnginesPauseKeepManyStreamsAcrossEngines(t *testing.T) {
+	t.Parallel()
+	const streams, tokens, at = 64, 6, 2
+	env := newEngineEnv(t, Options{Engines: EngineCounts{Decode: 2}})
+	engines := []Engine{env.engine(t, "decode-0"), env.engine(t, "decode-1")}
+	gates := []*stepGate{gateAt(t, engines[0], at), gateAt(t, engines[1], at)}
+	answers := make([]<-chan response, streams)
+	for i := range answers {
+		id := fmt.Sprintf("m%d", i)
+		answers[i] = async(t, env.gateway.URL+pathGenerate, legHeader("decode", id), generateBody(id, tokens, true))
+	}
+	for i := range streams {
+		gates[i%2].wait(t) // round robin: half on each engine
+	}
+	for _, e := range engines {
+		require.Equal(t, http.StatusOK, control(t, e, "POST", "/pause?mode=keep", "").status)
+		require.Equal(t, http.StatusOK, control(t, e, "POST", "/update_weight_version", `{"new_version":"v2"}`).status)
+	}
+	for i, e := range engines {
+		gates[i].release()
+		require.NoError(t, e.WaitFrozen(waitCtx(t), streams/2))
+	}
+	for _, e := range engines {
+		require.Equal(t, http.StatusOK, control(t, e, "POST", "/resume", "").status)
+	}
+	want := CompletionTokens([]uint32{5, 6, 7}, tokens, 0)
+	for i, ch := range answers {
+		r := receive(t, ch)
+		require.Equal(t, http.StatusOK, r.status, "stream %d: %s", i, r.body)
+		s := parseGenerateStream(t, r.body)
+		assert.Equal(t, want, s.tokenIDs, "stream %d", i)
+		assert.Equal(t, "length", s.finish, "stream %d", i)
+		assert.Equal(t, []weightSpan{{"v1", 0, at}, {"v2", at, tokens}}, s.spans, "stream %d", i)
+	}
 }
