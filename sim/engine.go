@@ -352,15 +352,15 @@ type weightSpan struct {
 	End     int    `json:"end"`
 }
 
-// weightSpans folds per-token versions into contiguous spans.
-func weightSpans(versions []string) []weightSpan {
-	spans := []weightSpan{}
-	for i, v := range versions {
-		if n := len(spans); n > 0 && spans[n-1].Version == v {
-			spans[n-1].End = i + 1
-			continue
-		}
-		spans = append(spans, weightSpan{Version: v, Start: i, End: i + 1})
+// addToken extends spans with the next output token, sampled by version v.
+func addToken(spans []weightSpan, v string) []weightSpan {
+	if n := len(spans); n > 0 && spans[n-1].Version == v {
+		spans[n-1].End++
+		return spans
 	}
-	return spans
+	end := 0
+	if n := len(spans); n > 0 {
+		end = spans[n-1].End
+	}
+	return append(spans, weightSpan{Version: v, Start: end, End: end + 1})
 }

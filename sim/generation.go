@@ -44,11 +44,11 @@ type generation struct {
 	cut   fault
 	ttft  time.Duration
 	delay time.Duration
-	// engine runs the generation as flight; versions is the weight
-	// version of each token produced so far.
-	engine   *engine
-	flight   *flight
-	versions []string
+	// engine runs the generation as flight; spans are the weight
+	// versions of the tokens produced so far.
+	engine *engine
+	flight *flight
+	spans  []weightSpan
 }
 
 func (s *Sim) newGeneration(call legCall, req *workerRequest, model string) *generation {
@@ -311,7 +311,7 @@ func (g *generation) response() any {
 		PromptLogprobs: promptLogprobs, KVTransferParams: g.kv, ECTransferParams: null}
 	for c := range r.Choices {
 		ch := generateChoice{Index: c, FinishReason: &g.finish, TokenIDs: CompletionTokens(g.prompt, g.tokens, c),
-			WeightVersions: weightSpans(g.versions)}
+			WeightVersions: g.weightVersions()}
 		if g.logprobs >= 0 {
 			ch.Logprobs = &chatLogprobs{Content: make([]chatLogprob, g.tokens)}
 			for i := range ch.Logprobs.Content {

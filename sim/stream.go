@@ -115,7 +115,7 @@ func (g *generation) produce(ctx context.Context, emit func(i int) bool) bool {
 			case err != nil:
 				return false
 			}
-			g.versions = append(g.versions, v)
+			g.spans = addToken(g.spans, v)
 		}
 		if emit != nil && !emit(i) {
 			return false
@@ -235,10 +235,19 @@ func (g *generation) appendFinishEvent(b, head []byte, c int) []byte {
 	return append(b, "}]}\n\n"...)
 }
 
+// weightVersions is the weight_versions of the output: [] rather than null
+// when it has no token.
+func (g *generation) weightVersions() []weightSpan {
+	if g.spans == nil {
+		return []weightSpan{}
+	}
+	return g.spans
+}
+
 // appendWeightVersions appends the weight_versions of the whole output,
 // which vLLM sends on a generate stream's final chunk only.
 func (g *generation) appendWeightVersions(b []byte) []byte {
-	spans, _ := json.Marshal(weightSpans(g.versions)) // strings and ints only
+	spans, _ := json.Marshal(g.weightVersions()) // strings and ints only
 	b = append(b, `,"weight_versions":`...)
 	return append(b, spans...)
 }
