@@ -90,7 +90,7 @@
 //	     /finish_weight_update {"weight_version":".."} → {"message":..}
 //	POST /weight_checker              {"action":"checksum|reset|compare"}; 409 while paused or asleep
 //	GET  /get_world_size?include_dp=  {"world_size":N} ([Options.WorldSize])
-//	POST /sleep?level=, /wake_up      200, no body; GET /is_sleeping {"is_sleeping":bool}
+//	POST /sleep?level=&mode=, /wake_up 200, no body; GET /is_sleeping {"is_sleeping":bool}
 //
 // Errors of FastAPI's own checks answer {"detail": ".."}. Pause modes act
 // on requests in flight between two tokens: abort ends them at once with
@@ -98,7 +98,8 @@
 // chunk carries it, then [DONE]); wait answers /pause once they have
 // finished; keep freezes them until /resume, losing and repeating no token.
 // In every mode new requests are held (not refused) until /resume. A
-// sleeping engine answers generation 503. [Engine.Stop] kills an engine:
+// sleeping engine answers generation 503; /sleep's mode (abort by default,
+// as vLLM's) treats the requests in flight as /pause does, until /wake_up. [Engine.Stop] kills an engine:
 // its address refuses connections and its gateway legs in flight are cut.
 // abort_requests matches x-request-id and the generate body's request_id.
 //

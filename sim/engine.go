@@ -98,13 +98,15 @@ type engine struct {
 	mode     string
 	version  string
 	sleeping bool
-	stopped  bool
-	initInfo json.RawMessage
-	weights  string // what the weight checker hashes
-	flights  map[*flight]struct{}
-	held     int
-	frozen   int
-	server   *http.Server
+	// sleepMode is the mode of the last /sleep: keep freezes the flights.
+	sleepMode string
+	stopped   bool
+	initInfo  json.RawMessage
+	weights   string // what the weight checker hashes
+	flights   map[*flight]struct{}
+	held      int
+	frozen    int
+	server    *http.Server
 	// beforeStep, if set (tests only, before any request), is called
 	// before each token of a flight is produced.
 	beforeStep atomic.Pointer[func(f *flight, i int)]
@@ -208,8 +210,8 @@ func (e *engine) done(f *flight) {
 }
 
 // step is called before each token of a flight: it waits while the engine
-// is paused in keep mode and returns the weight version that produces the
-// token. err is errEngineStopped for a stopped engine, errAborted for an
+// is frozen (a keep pause or sleep) and returns the weight version that
+// produces the token. err is errEngineStopped for a stopped engine, errAborted for an
 // aborted flight, or ctx's error.
 func (e *engine) step(ctx context.Context, f *flight) (string, error) {
 	e.mu.Lock()
@@ -227,7 +229,7 @@ func (e *engine) step(ctx context.Context, f *flight) (string, error) {
 			return "", errEngineStopped
 		case f.aborted:
 			return "", errAborted
-		case !e.paused || e.mode != PauseKeep:
+		case !e.frozenLocked():
 			return e.version, nil
 		}
 		if !frozen {
@@ -248,6 +250,12 @@ func (e *engine) step(ctx context.Context, f *flight) (string, error) {
 }
 
 var errAborted = errors.New("sim: request aborted")
+
+// frozenLocked reports whether flights stand still: a keep pause or a
+// keep sleep. The caller holds e.mu.
+func (e *engine) frozenLocked() bool {
+	return (e.paused && e.mode == PauseKeep) || (e.sleeping && e.sleepMode == PauseKeep)
+}
 
 // abort aborts the flights whose request id is in ids (all when ids is
 // empty) and returns how many; the caller holds e.mu.

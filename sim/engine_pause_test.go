@@ -264,3 +264,31 @@ func TestEnginesPauseKeepManyStreamsAcrossEngines(t *testing.T) {
 		assert.Equal(t, []weightSpan{{"v1", 0, at}, {"v2", at, tokens}}, s.spans, "stream %d", i)
 	}
 }
+
+func TestEngineSleepModes(t *testing.T) {
+	t.Parallel()
+	env := newEngineEnv(t, Options{})
+	e := env.engine(t, "decode-0")
+	assert.Equal(t, http.StatusBadRequest, control(t, e, "POST", "/sleep?mode=later", "").status)
+
+	// abort (the default) ends the requests in flight.
+	gate := gateAt(t, e, 1)
+	aborted := async(t, env.gateway.URL+pathGenerate, legHeader("decode", "z1"), generateBody("z1", 3, true))
+	gate.wait(t)
+	require.Equal(t, http.StatusOK, control(t, e, "POST", "/sleep?level=2", "").status)
+	gate.release()
+	assert.Equal(t, "abort", parseGenerateStream(t, receive(t, aborted).body).finish)
+	require.Equal(t, http.StatusOK, control(t, e, "POST", "/wake_up", "").status)
+
+	// keep freezes them until the wake up.
+	gate = gateAt(t, e, 1)
+	kept := async(t, env.gateway.URL+pathGenerate, legHeader("decode", "z2"), generateBody("z2", 3, true))
+	gate.wait(t)
+	require.Equal(t, http.StatusOK, control(t, e, "POST", "/sleep?mode=keep", "").status)
+	gate.release()
+	require.NoError(t, e.WaitFrozen(waitCtx(t), 1))
+	require.Equal(t, http.StatusOK, control(t, e, "POST", "/wake_up", "").status)
+	s := parseGenerateStream(t, receive(t, kept).body)
+	assert.Equal(t, "length", s.finish)
+	assert.Len(t, s.tokenIDs, 3)
+}

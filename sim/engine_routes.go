@@ -294,28 +294,46 @@ func (e *engine) serveWorldSize(w http.ResponseWriter, _ *http.Request) {
 }
 
 // serveSleep puts the engine to sleep: it refuses generation with 503
-// until /wake_up. level must be an integer when given.
+// until /wake_up. mode (abort by default, as vLLM's) treats the requests
+// in flight as /pause does: abort ends them, wait answers once they have
+// finished, keep freezes them until /wake_up. level must be an integer.
 func (e *engine) serveSleep(w http.ResponseWriter, r *http.Request) {
-	if l := r.URL.Query().Get("level"); l != "" {
+	q := r.URL.Query()
+	if l := q.Get("level"); l != "" {
 		if _, err := strconv.Atoi(l); err != nil {
 			detail(w, http.StatusUnprocessableEntity, "level: Input should be a valid integer")
 			return
 		}
 	}
-	e.setSleeping(true)
+	mode := q.Get("mode")
+	if mode == "" {
+		mode = PauseAbort
+	}
+	if mode != PauseAbort && mode != PauseWait && mode != PauseKeep {
+		detail(w, http.StatusBadRequest, "invalid sleep mode "+strconv.Quote(mode)+": expected abort, wait or keep")
+		return
+	}
+	e.mu.Lock()
+	e.sleeping, e.sleepMode = true, mode
+	if mode == PauseAbort {
+		e.abortLocked(nil)
+	}
+	e.broadcast()
+	e.mu.Unlock()
+	if mode == PauseWait {
+		if err := e.await(r.Context(), func() bool { return len(e.flights) == 0 }); err != nil {
+			return
+		}
+	}
 	w.WriteHeader(http.StatusOK)
 }
 
 func (e *engine) serveWakeUp(w http.ResponseWriter, _ *http.Request) {
-	e.setSleeping(false)
-	w.WriteHeader(http.StatusOK)
-}
-
-func (e *engine) setSleeping(v bool) {
 	e.mu.Lock()
-	e.sleeping = v
+	e.sleeping, e.sleepMode = false, ""
 	e.broadcast()
 	e.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
 }
 
 func (e *engine) serveIsSleeping(w http.ResponseWriter, _ *http.Request) {
