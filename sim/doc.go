@@ -66,6 +66,48 @@
 // token_ids, with the image mm_hashes) or, without IDs, the messages or prompt
 // text. The match is exact, not a real prefix match.
 //
+// # Engines
+//
+// Behind each pool stand engines ([Options.Engines], one per role by
+// default), each with its own state: pause mode, weight version
+// ([DefaultWeightVersion] until set), sleep, the requests it runs. The
+// gateway picks the role's engines round robin, skipping stopped ones, or
+// the one named by the [EngineHeader] (X-Sim-Engine: decode-1) header; the
+// answer names the engine that served it in the same header.
+// [Sim.ListenEngines] gives every engine its own loopback listener
+// ([Sim.Engines] lists {id, role, address}) serving vLLM's engine control
+// routes (vllm/entrypoints/serve/dev/rlhf/api_router.py, .../sleep/) and
+// its inference routes:
+//
+//	POST /pause?mode=abort|wait|keep  {"status":"paused"}; 400 {"error":..} on a bad mode
+//	POST /resume                      {"status":"resumed"}
+//	GET  /is_paused                   {"is_paused":bool}
+//	POST /abort_requests              {"request_ids":[..]} (none: all) → {"status":"aborted","aborted":N}
+//	GET  /weight_info                 {"weight_version":".."}
+//	POST /update_weight_version       {"new_version":".."} → {"success":true,"new_version":".."}
+//	POST /init_weight_transfer_engine {"init_info":{..}} → {"message":..}; 400 without init_info
+//	POST /start_weight_update, /update_weights {"update_info":{..}},
+//	     /finish_weight_update {"weight_version":".."} → {"message":..}
+//	POST /weight_checker              {"action":"checksum|reset|compare"}; 409 while paused or asleep
+//	GET  /get_world_size?include_dp=  {"world_size":N} ([Options.WorldSize])
+//	POST /sleep?level=&mode=, /wake_up 200, no body; GET /is_sleeping {"is_sleeping":bool}
+//
+// Errors of FastAPI's own checks answer {"detail": ".."}. Pause modes act
+// on requests in flight between two tokens: abort ends them at once with
+// finish_reason "abort" and the tokens generated so far (a stream's final
+// chunk carries it, then [DONE]); wait answers /pause once they have
+// finished; keep freezes them until /resume, losing and repeating no token.
+// In every mode new requests are held (not refused) until /resume. A
+// sleeping engine answers generation 503; /sleep's mode (abort by default,
+// as vLLM's) treats the requests in flight as /pause does, until /wake_up. [Engine.Stop] kills an engine:
+// its address refuses connections and its gateway legs in flight are cut.
+// abort_requests matches x-request-id and the generate body's request_id.
+//
+// Tokens-in answers carry, per choice, vLLM's weight_versions: contiguous
+// spans [{"version","start","end"}] over output-token indexes naming the
+// weights that sampled them, so an update under keep shows mid-answer. A
+// stream carries them on its final chunk only, as vLLM does.
+//
 // # Strict mode
 //
 // With [Options.Strict] every leg that breaks the coordinator's wire contract

@@ -44,6 +44,11 @@ type generation struct {
 	cut   fault
 	ttft  time.Duration
 	delay time.Duration
+	// engine runs the generation as flight; spans are the weight
+	// versions of the tokens produced so far.
+	engine *engine
+	flight *flight
+	spans  []weightSpan
 }
 
 func (s *Sim) newGeneration(call legCall, req *workerRequest, model string) *generation {
@@ -132,8 +137,7 @@ func (g *generation) write(ctx context.Context, w http.ResponseWriter) {
 		g.writeStream(ctx, w)
 		return
 	}
-	wait := g.ttft + time.Duration(g.tokens-1)*g.delay
-	if !sleep(ctx, wait) {
+	if !g.produce(ctx, nil) {
 		return
 	}
 	body, err := json.Marshal(g.response())
@@ -158,21 +162,6 @@ func writeRaw(ctx context.Context, w http.ResponseWriter, contentType string, bo
 	_, _ = w.Write(body[:len(body)/2])
 	_ = http.NewResponseController(w).Flush()
 	cut.cutAnswer(ctx)
-}
-
-// sleep waits d or until ctx ends; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 type usage struct {
@@ -251,10 +240,11 @@ type generateResponse struct {
 }
 
 type generateChoice struct {
-	Index        int           `json:"index"`
-	Logprobs     *chatLogprobs `json:"logprobs"`
-	FinishReason *string       `json:"finish_reason"`
-	TokenIDs     []uint32      `json:"token_ids"`
+	Index          int           `json:"index"`
+	Logprobs       *chatLogprobs `json:"logprobs"`
+	FinishReason   *string       `json:"finish_reason"`
+	TokenIDs       []uint32      `json:"token_ids"`
+	WeightVersions []weightSpan  `json:"weight_versions"`
 }
 
 // chatLogprobs is vLLM's ChatCompletionLogProbs, the logprobs shape of a
@@ -320,7 +310,8 @@ func (g *generation) response() any {
 	r := generateResponse{RequestID: g.id, Choices: make([]generateChoice, g.n), Usage: g.usage(),
 		PromptLogprobs: promptLogprobs, KVTransferParams: g.kv, ECTransferParams: null}
 	for c := range r.Choices {
-		ch := generateChoice{Index: c, FinishReason: &g.finish, TokenIDs: CompletionTokens(g.prompt, g.tokens, c)}
+		ch := generateChoice{Index: c, FinishReason: &g.finish, TokenIDs: CompletionTokens(g.prompt, g.tokens, c),
+			WeightVersions: g.weightVersions()}
 		if g.logprobs >= 0 {
 			ch.Logprobs = &chatLogprobs{Content: make([]chatLogprob, g.tokens)}
 			for i := range ch.Logprobs.Content {

@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -62,6 +63,13 @@ type Options struct {
 	// or render leg ends (see [LegEnd]), from a goroutine of its own: tests
 	// measure with it how soon a cancelled client's legs are torn down.
 	OnLegEnd func(LegEnd)
+	// Engines is the number of engines per role behind the gateway (see
+	// [Engine]); a zero count means one, so the zero value is one engine
+	// per role.
+	Engines EngineCounts
+	// WorldSize is what every engine's GET /get_world_size answers.
+	// Default 1.
+	WorldSize int
 }
 
 // Sim is a simulated gateway, worker pools and render service. All methods
@@ -80,6 +88,10 @@ type Sim struct {
 	nextID                    atomic.Uint64
 	// faults counts the legs hit by faults limited to the first n.
 	faults faultCounts
+	// engines are the engines of each role; nextEngine their round robin.
+	engines       [roleDecode + 1][]*engine
+	nextEngine    [roleDecode + 1]atomic.Uint64
+	engineServers sync.WaitGroup
 }
 
 // New returns a simulator; it starts nothing.
@@ -109,8 +121,11 @@ func New(opts Options) *Sim {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.WorldSize <= 0 {
+		opts.WorldSize = 1
+	}
 	seed := maphash.MakeSeed()
-	return &Sim{
+	s := &Sim{
 		opts:   opts,
 		models: opts.Models,
 		legs:   newLegLog(opts.MaxLegs, opts.MaxLegBytes),
@@ -122,10 +137,17 @@ func New(opts Options) *Sim {
 		decodeCache:  newPrefixCache(),
 		seed:         seed,
 	}
+	counts := [...]int{roleEncode: opts.Engines.Encode, rolePrefill: opts.Engines.Prefill, roleDecode: opts.Engines.Decode}
+	for rl, n := range counts {
+		for i := range max(n, 1) {
+			s.engines[rl] = append(s.engines[rl], newEngine(role(rl), i, opts.WorldSize))
+		}
+	}
+	return s
 }
 
 // Reset forgets the leg log, the prefills, the served prompts and the
-// prefix caches.
+// prefix caches. The engines keep their state (pause, version, sleep).
 func (s *Sim) Reset() {
 	s.legs.reset()
 	s.prefilled.reset()

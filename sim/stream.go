@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -43,7 +44,7 @@ func (g *generation) writeStream(ctx context.Context, w http.ResponseWriter) {
 		return
 	}
 	buf = buf[:0]
-	if g.format != formatGenerate {
+	if g.format != formatGenerate || g.finish == finishAbort {
 		for c := range g.n {
 			buf = g.appendFinishEvent(buf, head, c)
 		}
@@ -72,10 +73,26 @@ func startStream(w http.ResponseWriter) *http.ResponseController {
 // cuts the answer after the first as g.cut says. It reports whether the
 // stream goes on (false: ctx ended, a write failed or the answer was cut).
 func (g *generation) streamTokens(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, appendToken func(b []byte, i int) []byte) bool {
+	buf := make([]byte, 0, 512)
+	return g.produce(ctx, func(i int) bool {
+		buf = appendToken(buf[:0], i)
+		if _, err := w.Write(buf); err != nil || rc.Flush() != nil {
+			return false
+		}
+		return !g.cut.cutAnswer(ctx)
+	})
+}
+
+// produce generates the tokens one by one, each after its delay (TTFT for
+// the first) and its engine's leave (see engine.step), handing each to
+// emit (nil: nothing to emit). An aborted generation stops early with
+// g.tokens cut to the tokens produced and finish_reason "abort". A token
+// of a stopped engine aborts the connection. It reports whether the answer
+// goes on (false: ctx ended or emit failed).
+func (g *generation) produce(ctx context.Context, emit func(i int) bool) bool {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	buf := make([]byte, 0, 512)
 	for i := range g.tokens {
 		wait := g.delay
 		if i == 0 {
@@ -84,11 +101,23 @@ func (g *generation) streamTokens(ctx context.Context, w http.ResponseWriter, rc
 		if !sleepTimer(ctx, timer, wait) {
 			return false
 		}
-		buf = appendToken(buf[:0], i)
-		if _, err := w.Write(buf); err != nil || rc.Flush() != nil {
-			return false
+		if g.engine != nil {
+			if h := g.engine.beforeStep.Load(); h != nil {
+				(*h)(g.flight, i)
+			}
+			v, err := g.engine.step(ctx, g.flight)
+			switch {
+			case errors.Is(err, errAborted):
+				g.tokens, g.finish = i, finishAbort
+				return true
+			case errors.Is(err, errEngineStopped):
+				panic(http.ErrAbortHandler)
+			case err != nil:
+				return false
+			}
+			g.spans = addToken(g.spans, v)
 		}
-		if g.cut.cutAnswer(ctx) {
+		if emit != nil && !emit(i) {
 			return false
 		}
 	}
@@ -176,7 +205,11 @@ func (g *generation) appendTokenEvent(b, head []byte, c, i int) []byte {
 		}
 		b = append(b, `,"token_ids":[`...)
 		b = strconv.AppendUint(b, uint64(word.id), 10)
-		b = append(b, `]}]}`...)
+		b = append(b, ']')
+		if i == g.tokens-1 {
+			b = g.appendWeightVersions(b)
+		}
+		b = append(b, `}]}`...)
 	}
 	return append(b, "\n\n"...)
 }
@@ -187,14 +220,36 @@ func (g *generation) appendFinishEvent(b, head []byte, c int) []byte {
 	b = append(b, head...)
 	b = append(b, `,"choices":[{"index":`...)
 	b = strconv.AppendInt(b, int64(c), 10)
-	if g.format == formatChat {
+	switch g.format {
+	case formatChat:
 		b = append(b, `,"delta":{}`...)
-	} else {
+	case formatCompletions:
 		b = append(b, `,"text":""`...)
 	}
 	b = append(b, `,"logprobs":null,"finish_reason":`...)
 	b = appendJSONString(b, g.finish)
+	if g.format == formatGenerate {
+		b = append(b, `,"token_ids":[]`...)
+		b = g.appendWeightVersions(b)
+	}
 	return append(b, "}]}\n\n"...)
+}
+
+// weightVersions is the weight_versions of the output: [] rather than null
+// when it has no token.
+func (g *generation) weightVersions() []weightSpan {
+	if g.spans == nil {
+		return []weightSpan{}
+	}
+	return g.spans
+}
+
+// appendWeightVersions appends the weight_versions of the whole output,
+// which vLLM sends on a generate stream's final chunk only.
+func (g *generation) appendWeightVersions(b []byte) []byte {
+	spans, _ := json.Marshal(g.weightVersions()) // strings and ints only
+	b = append(b, `,"weight_versions":`...)
+	return append(b, spans...)
 }
 
 // appendUsageEvent appends the usage event.

@@ -47,6 +47,8 @@ type legCall struct {
 	body      []byte
 	fault     fault
 	requestID string // the x-request-id header, possibly empty
+	// engine runs the leg; nil until serveLeg picks one of the role's.
+	engine *engine
 }
 
 // Worker returns one decode worker reached directly, with no gateway in
@@ -106,10 +108,24 @@ func (s *Sim) serveLeg(w http.ResponseWriter, r *http.Request, call legCall) {
 		writeLegError(w, f, apiErr)
 		return
 	}
+	fl, apiErr := s.admit(r, &call, req)
+	if apiErr != nil {
+		writeLegError(w, f, apiErr)
+		return
+	}
+	defer call.engine.done(fl)
+	w.Header().Set(EngineHeader, call.engine.id)
 	if call.role == roleEncode {
 		s.answerEncode(r.Context(), w, call, req, model)
 		return
 	}
+	s.answerGeneration(w, r, call, req, model, fl)
+}
+
+// answerGeneration answers a prefill or decode leg its engine admitted as
+// flight fl.
+func (s *Sim) answerGeneration(w http.ResponseWriter, r *http.Request, call legCall, req *workerRequest, model string, fl *flight) {
+	f := req.format
 	key := s.promptKey(model, req)
 	if call.conditional {
 		if _, hit := s.served.get(key); !hit {
@@ -128,10 +144,28 @@ func (s *Sim) serveLeg(w http.ResponseWriter, r *http.Request, call legCall) {
 	s.served.put(key, struct{}{})
 	g := s.newGeneration(call, req, model)
 	g.cached = cached
+	g.engine, g.flight = call.engine, fl
 	if call.role == rolePrefill && !call.fault.dropsKV() {
 		g.kv = s.prefillAnswer(call, req)
 	}
 	g.write(r.Context(), w)
+}
+
+// admit picks the leg's engine (unless it has one) and registers the
+// request with it, holding it while the engine is paused.
+func (s *Sim) admit(r *http.Request, call *legCall, req *workerRequest) (*flight, *apiError) {
+	if call.engine == nil {
+		e, apiErr := s.pickEngine(call.role, r.Header)
+		if apiErr != nil {
+			return nil, apiErr
+		}
+		call.engine = e
+	}
+	ids := []string{call.requestID}
+	if req.RequestID != "" && req.RequestID != call.requestID {
+		ids = append(ids, req.RequestID)
+	}
+	return call.engine.admit(r.Context(), ids)
 }
 
 // promptCache is how many prompt tokens the leg's worker had cached: a
