@@ -34,7 +34,7 @@ const messageSlack = 1 << 20
 // over the network and in process alike: admission, the slow reader bound
 // (network streams), logging, the declared body size, panic recovery, then
 // the memory budget's account, protovalidate (but for the REST front's own
-// requests: inproc.CheckedByFront).
+// requests: frontdoor.Checked).
 type Interceptors struct {
 	Unary  grpc.UnaryServerInterceptor
 	Stream grpc.StreamServerInterceptor
@@ -122,7 +122,7 @@ func NewGRPCServer(svc *Coordinator, chain *Interceptors, healthSrv *health.Serv
 }
 
 // unlessCheckedUnary runs validate but on the requests the REST front
-// built from a request it checked (inproc.CheckedByFront): protovalidate would
+// built from a request it checked (frontdoor.Checked): protovalidate would
 // find nothing there, at a cost of several microseconds a call.
 func unlessCheckedUnary(validate grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

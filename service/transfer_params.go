@@ -8,7 +8,7 @@ import (
 )
 
 // TransferParamsDropped reports a request whose own transfer params were
-// removed before any leg (compat D23; steps.DropTransferParams): one info
+// removed before any leg (compat D23; requestbody.DropTransferParams): one info
 // line naming the request, its API and endpoint and the dotted keys
 // removed, then more attributes, and a count in
 // coordinator_client_transfer_params_dropped_total. The service reports its

@@ -139,7 +139,7 @@ func (d *Document) Stream() (bool, error) {
 func (d *Document) SpellStream(stream bool) { legs.SpellFlag(d.root, bodykeys.Stream, stream) }
 
 // Unstored makes a Responses body say "store": false unless the client
-// sent that literal (apibody.Unstored): the coordinator stores nothing, and
+// sent that literal (Unstored, openai_responses.go): the coordinator stores nothing, and
 // vLLM's default is true. Other formats are left alone.
 func (d *Document) Unstored() { Unstored(d.root, d.format) }
 

@@ -5,10 +5,10 @@ import (
 	"fmt"
 )
 
-// ErrInvalidRequest marks errors caused by the client's input. It is
-// steps.ErrInvalidRequest (as fs.ErrNotExist is os.ErrNotExist): defined
-// here, the lowest package that finds client faults, so that every package
-// under steps/ marks them with the one sentinel the service maps to 400.
+// ErrInvalidRequest marks errors caused by the client's input: defined
+// here, the lowest package that finds client faults, so that the request
+// body, the wire shapes and every step mark them with the one sentinel the
+// service maps to 400 (wrap it, or use Invalidf).
 var ErrInvalidRequest = errors.New("invalid request")
 
 // Invalidf returns an ErrInvalidRequest error with a message for the client.
