@@ -47,7 +47,7 @@ func (s *Sim) engineHandler(e *engine) http.Handler {
 			h(w, r)
 			return
 		}
-		s.serveEngineLeg(w, r, e)
+		s.serveDirect(w, r, e.role, e) // as a worker of its role
 	})
 }
 

@@ -86,26 +86,3 @@ func (s *Sim) allEngines() []*engine {
 	}
 	return out
 }
-
-// serveEngineLeg answers an inference request sent to the engine's own
-// address, as a worker of its role: no gateway rules, no leg recording,
-// the faults of its role apply.
-func (s *Sim) serveEngineLeg(w http.ResponseWriter, r *http.Request, e *engine) {
-	body, apiErr := readBody(w, r, s.opts.MaxBodyBytes)
-	if apiErr != nil {
-		writeError(w, apiErr)
-		return
-	}
-	faults, apiErr := parseFaults(r.Header)
-	if apiErr != nil {
-		writeError(w, apiErr)
-		return
-	}
-	s.serveLeg(w, r, legCall{
-		role:      e.role,
-		body:      body,
-		fault:     faults.target(faultTarget(e.role, false)),
-		requestID: r.Header.Get("X-Request-Id"),
-		engine:    e,
-	})
-}

@@ -61,6 +61,13 @@ func (s *Sim) Worker() http.Handler {
 
 func (s *Sim) serveWorker(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(PoolHeader, roleDecode.String())
+	s.serveDirect(w, r, roleDecode, nil)
+}
+
+// serveDirect answers a request sent to a worker directly, not through
+// the gateway, as a worker of role (on engine e, when not nil): no EPP
+// logic, no strict rules, no leg recording; the faults of its role apply.
+func (s *Sim) serveDirect(w http.ResponseWriter, r *http.Request, rl role, e *engine) {
 	body, apiErr := readBody(w, r, s.opts.MaxBodyBytes)
 	if apiErr != nil {
 		writeError(w, apiErr)
@@ -72,10 +79,11 @@ func (s *Sim) serveWorker(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.serveLeg(w, r, legCall{
-		role:      roleDecode,
+		role:      rl,
 		body:      body,
-		fault:     faults.target(FaultTargetDecode),
+		fault:     faults.target(faultTarget(rl, false)),
 		requestID: r.Header.Get("X-Request-Id"),
+		engine:    e,
 	})
 }
 
