@@ -155,6 +155,20 @@ func (e *engine) await(ctx context.Context, cond func() bool) error {
 	}
 }
 
+// waitLocked waits, e.mu held, for the engine's next change or ctx's end,
+// and returns with e.mu held again: ctx's error when it ended first.
+func (e *engine) waitLocked(ctx context.Context) error {
+	ch := e.changed
+	e.mu.Unlock()
+	defer e.mu.Lock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 var (
 	errEngineStopped  = errors.New("sim: engine stopped")
 	errEngineSleeping = &apiError{status: http.StatusServiceUnavailable, message: "sim: engine is sleeping"}
@@ -189,13 +203,7 @@ func (e *engine) admit(ctx context.Context, ids []string) (*flight, *apiError) {
 			e.held++
 			e.broadcast()
 		}
-		ch := e.changed
-		e.mu.Unlock()
-		select {
-		case <-ch:
-			e.mu.Lock()
-		case <-ctx.Done():
-			e.mu.Lock()
+		if e.waitLocked(ctx) != nil {
 			return nil, &apiError{status: http.StatusServiceUnavailable, message: "sim: request gone while held"}
 		}
 	}
@@ -237,14 +245,8 @@ func (e *engine) step(ctx context.Context, f *flight) (string, error) {
 			e.frozen++
 			e.broadcast()
 		}
-		ch := e.changed
-		e.mu.Unlock()
-		select {
-		case <-ch:
-			e.mu.Lock()
-		case <-ctx.Done():
-			e.mu.Lock()
-			return "", ctx.Err()
+		if err := e.waitLocked(ctx); err != nil {
+			return "", err
 		}
 	}
 }

@@ -1,12 +1,14 @@
 package sim
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 )
@@ -107,28 +109,43 @@ func readControl(w http.ResponseWriter, r *http.Request, v any) bool {
 // answers once they have finished; keep freezes them. New requests wait
 // for the resume in every mode.
 func (e *engine) servePause(w http.ResponseWriter, r *http.Request) {
-	mode := r.URL.Query().Get("mode")
-	if mode == "" {
-		mode = PauseAbort
-	}
-	if mode != PauseAbort && mode != PauseWait && mode != PauseKeep {
+	mode, ok := stopMode(r.URL.Query())
+	if !ok {
 		writeControl(w, http.StatusBadRequest, map[string]string{
 			"error": "invalid pause mode " + strconv.Quote(mode) + ": expected abort, wait or keep"})
 		return
 	}
+	if e.quiesce(r.Context(), mode, func() { e.paused, e.mode = true, mode }) != nil {
+		return
+	}
+	writeControl(w, http.StatusOK, map[string]string{"status": "paused"})
+}
+
+// stopMode is a /pause or /sleep request's mode, abort by default; false
+// for one that is not abort, wait or keep.
+func stopMode(q url.Values) (string, bool) {
+	mode := q.Get("mode")
+	if mode == "" {
+		mode = PauseAbort
+	}
+	return mode, mode == PauseAbort || mode == PauseWait || mode == PauseKeep
+}
+
+// quiesce applies a pause or a sleep: set records it under e.mu; then mode
+// abort ends the requests in flight at once, wait returns once they have
+// finished (or ctx's error), keep leaves them frozen.
+func (e *engine) quiesce(ctx context.Context, mode string, set func()) error {
 	e.mu.Lock()
-	e.paused, e.mode = true, mode
+	set()
 	if mode == PauseAbort {
 		e.abortLocked(nil)
 	}
 	e.broadcast()
 	e.mu.Unlock()
-	if mode == PauseWait {
-		if err := e.await(r.Context(), func() bool { return len(e.flights) == 0 }); err != nil {
-			return
-		}
+	if mode != PauseWait {
+		return nil
 	}
-	writeControl(w, http.StatusOK, map[string]string{"status": "paused"})
+	return e.await(ctx, func() bool { return len(e.flights) == 0 })
 }
 
 func (e *engine) serveResume(w http.ResponseWriter, _ *http.Request) {
@@ -305,25 +322,13 @@ func (e *engine) serveSleep(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	mode := q.Get("mode")
-	if mode == "" {
-		mode = PauseAbort
-	}
-	if mode != PauseAbort && mode != PauseWait && mode != PauseKeep {
+	mode, ok := stopMode(q)
+	if !ok {
 		detail(w, http.StatusBadRequest, "invalid sleep mode "+strconv.Quote(mode)+": expected abort, wait or keep")
 		return
 	}
-	e.mu.Lock()
-	e.sleeping, e.sleepMode = true, mode
-	if mode == PauseAbort {
-		e.abortLocked(nil)
-	}
-	e.broadcast()
-	e.mu.Unlock()
-	if mode == PauseWait {
-		if err := e.await(r.Context(), func() bool { return len(e.flights) == 0 }); err != nil {
-			return
-		}
+	if e.quiesce(r.Context(), mode, func() { e.sleeping, e.sleepMode = true, mode }) != nil {
+		return
 	}
 	w.WriteHeader(http.StatusOK)
 }
