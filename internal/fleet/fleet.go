@@ -48,7 +48,7 @@ func Roles() []Role { return []Role{Encode, Prefill, Decode} }
 func ParseRole(s string) (Role, error) {
 	r := Role(s)
 	if !r.valid() {
-		return "", fmt.Errorf("fleet: unknown role %q (known: encode, prefill, decode)", s)
+		return "", fmt.Errorf("unknown role %q (known: encode, prefill, decode)", s)
 	}
 	return r, nil
 }

@@ -58,5 +58,5 @@ func TestParseRole(t *testing.T) {
 		assert.Equal(t, r, got)
 	}
 	_, err := fleet.ParseRole("Decode")
-	assert.EqualError(t, err, `fleet: unknown role "Decode" (known: encode, prefill, decode)`)
+	assert.EqualError(t, err, `unknown role "Decode" (known: encode, prefill, decode)`)
 }

@@ -38,6 +38,8 @@ type Config struct {
 	Pipeline Pipeline `param:"pipeline"`
 	// Tracing exports OpenTelemetry traces (coordinator extension).
 	Tracing Tracing `param:"tracing"`
+	// Control is the RL control plane (coordinator extension).
+	Control Control `param:"control"`
 }
 
 // Tracing configures OpenTelemetry tracing: a span per request, per step
@@ -339,6 +341,7 @@ func Default() Config {
 			MaxAnswerSize:       defaultMaxAnswerSize,
 		},
 		Pipeline: Pipeline{UseOpenAIFormat: true},
+		Control:  defaultControl(),
 	}
 }
 
@@ -390,6 +393,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Tracing.validate(); err != nil {
+		return err
+	}
+	if err := c.Control.validate(); err != nil {
 		return err
 	}
 	return c.Pipeline.Validate()

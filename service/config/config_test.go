@@ -92,6 +92,7 @@ func reference() config.Config {
 			},
 		},
 		Tracing: config.Default().Tracing,
+		Control: config.Default().Control,
 	}
 }
 
@@ -163,7 +164,13 @@ func TestParseDefaults(t *testing.T) {
 		Pipeline: config.Pipeline{UseOpenAIFormat: true},
 		// Tracing keys left unset: the OTEL_* variables decide (service/tracing.go).
 		Tracing: config.Tracing{},
-	}, config.Default(), "the defaults of compat §2.2, and tracing off")
+		// The control plane off, with its defaults for when it is turned on.
+		Control: config.Control{
+			CallTimeout: 5 * time.Minute, StateTimeout: 5 * time.Second, Concurrency: 64,
+			Hold:       config.Hold{MaxWait: time.Minute, MaxRequests: 1024},
+			Membership: config.Membership{RefreshInterval: 10 * time.Second},
+		},
+	}, config.Default(), "the defaults of compat §2.2, tracing off and the control plane off")
 }
 
 func TestParseEmpty(t *testing.T) {
