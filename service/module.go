@@ -229,5 +229,6 @@ func AdmissionCounters(m *metrics.Metrics) admission.Counters {
 		RejectedStreams:      m.Rejected(metrics.RejectedStreams),
 		RejectedShuttingDown: m.Rejected(metrics.RejectedShuttingDown),
 		ShutdownCut:          m.ShutdownCut,
+		HoldOutcome:          m.HoldOutcome,
 	}
 }

@@ -68,6 +68,8 @@ type Controller struct {
 	releaseRequest, releaseStream                 func()
 	pushback                                      metadata.MD
 	shutdownCut                                   func(api string, stream bool)
+	// hold keeps new calls at the door while the fleet is paused.
+	hold *Hold
 }
 
 // Counters are where admission counts its refusals and the calls its drain
@@ -77,6 +79,9 @@ type Counters struct {
 	// ShutdownCut counts a call cut short, by its front door's label
 	// (frontdoor.Door.String) and whether it was a stream.
 	ShutdownCut func(api string, stream bool)
+	// HoldOutcome counts a call held during a pause by its outcome
+	// (HoldServed, ...); nil: not counted.
+	HoldOutcome func(outcome string)
 }
 
 // New builds the admission control of cfg's limits (0: no limit),
@@ -102,6 +107,7 @@ func New(cfg config.Config, c Counters, log *slog.Logger) *Controller {
 	a.tooManyStreams = withRetryInfo(codes.ResourceExhausted,
 		fmt.Sprintf("too many streams in flight (server.max_concurrent_streams %d), retry later", s.MaxConcurrentStreams), retry)
 	a.shuttingDown = withRetryInfo(codes.Unavailable, ErrShuttingDown.Error(), retry)
+	a.hold = NewHold(cfg, c.HoldOutcome)
 	a.releaseRequest = func() { a.release(false) }
 	a.releaseStream = func() { a.release(true) }
 	return a
@@ -131,10 +137,14 @@ func (a *Controller) Admit(stream bool) (release func(), err error) {
 	return a.releaseRequest, nil
 }
 
-// AdmitContext is Admit for a call that runs under ctx: the returned
-// context also ends, with cause ErrShuttingDown, when the drain times out.
-// release must be called exactly once, when the call ends.
+// AdmitContext is Admit for a call that runs under ctx, which first waits
+// at the Hold while the fleet is paused: the returned context also ends,
+// with cause ErrShuttingDown, when the drain times out. release must be
+// called exactly once, when the call ends.
 func (a *Controller) AdmitContext(ctx context.Context, stream bool) (context.Context, func(), error) {
+	if err := a.hold.Wait(ctx, a.shuttingDown.Err()); err != nil {
+		return ctx, nil, err
+	}
 	if err := a.take(stream); err != nil {
 		return ctx, nil, err
 	}
@@ -188,6 +198,10 @@ func (a *Controller) signalIdle() {
 	}
 }
 
+// Hold is the hold of new calls during a pause made through the control
+// plane.
+func (a *Controller) Hold() *Hold { return a.hold }
+
 // InFlight reports the calls admitted and not yet released, and the
 // streams among them.
 func (a *Controller) InFlight() (requests, streams int) {
@@ -201,6 +215,7 @@ func (a *Controller) InFlight() (requests, streams int) {
 // still in flight at the end. Call it once.
 func (a *Controller) Drain(ctx context.Context) error {
 	a.draining.Store(true)
+	a.hold.shutDown()
 	a.signalIdle()
 	if n, _ := a.InFlight(); n > 0 {
 		a.log.Info("draining", "in_flight", n, "timeout", a.drainTimeout)

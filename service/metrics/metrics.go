@@ -69,6 +69,8 @@ type Metrics struct {
 	// routingDropped counts requests whose client routing headers were
 	// removed (compat D24).
 	routingDropped *prometheus.CounterVec
+	// held counts the requests held during a pause by outcome (control.go).
+	held *prometheus.CounterVec
 	// GRPC are the gRPC server's per-method metrics; its interceptors go
 	// on the server.
 	GRPC *grpcprom.ServerMetrics
@@ -90,6 +92,7 @@ func New() *Metrics {
 	m.billed = newBilled(m.registry)
 	m.transferDropped = newTransferDropped(m.registry)
 	m.routingDropped = newRoutingDropped(m.registry)
+	m.held = newHeld(m.registry)
 	m.initialize()
 	return m
 }
@@ -166,7 +169,7 @@ func (m *Metrics) serverCollectors() {
 	}, []string{"api", "direction"})
 	m.tlsReloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "coordinator_tls_reloads_total",
-		Help: "Reloads of changed TLS files by file set (server.tls, server.grpc_tls, gateway.tls, render.tls) and result (ok, error: the previous files stay in use).",
+		Help: "Reloads of changed TLS files by file set (server.tls, server.grpc_tls, gateway.tls, render.tls, control.tls) and result (ok, error: the previous files stay in use).",
 	}, []string{"file_set", "result"})
 }
 
@@ -176,7 +179,7 @@ var (
 	apis            = []string{APIREST, APIGRPC}
 	endpoints       = []string{"chat", "completions", "generate", "responses", "messages"}
 	fallbackReasons = []string{"status_5xx", "transport", "timeout", "missing_kv_params"}
-	fileSets        = []string{"server.tls", "server.grpc_tls", "gateway.tls", "render.tls"}
+	fileSets        = []string{"server.tls", "server.grpc_tls", "gateway.tls", "render.tls", "control.tls"}
 	stepOutcomes    = []steps.Outcome{steps.OutcomeOK, steps.OutcomeDoneEarly, steps.OutcomeError, steps.OutcomeSkipped}
 )
 
