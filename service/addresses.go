@@ -6,7 +6,7 @@ import "sync"
 // ":0" listen address that is how tests and tools find the port.
 type Addresses struct {
 	mu         sync.Mutex
-	rest, grpc string
+	rest, grpc, control string
 }
 
 // NewAddresses returns an empty record.
@@ -23,3 +23,9 @@ func (a *Addresses) REST() string { a.mu.Lock(); defer a.mu.Unlock(); return a.r
 
 // GRPC is the gRPC listener's address, "" before start.
 func (a *Addresses) GRPC() string { a.mu.Lock(); defer a.mu.Unlock(); return a.grpc }
+
+// SetControl records the control listener's address.
+func (a *Addresses) SetControl(addr string) { a.mu.Lock(); a.control = addr; a.mu.Unlock() }
+
+// Control is the control listener's address, "" before start or when off.
+func (a *Addresses) Control() string { a.mu.Lock(); defer a.mu.Unlock(); return a.control }

@@ -23,6 +23,7 @@ import (
 	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/internal/legids"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestbody"
 	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
@@ -54,14 +55,17 @@ type Coordinator struct {
 	// trusted are the routing headers a client may set
 	// (server.trusted_routing_headers).
 	trusted headers.Trusted
+	// inFlight names each request's legs by its client's id, for the
+	// control plane's abort by id.
+	inFlight *legids.Registry
 }
 
 // NewCoordinator builds the service for cfg's body size cap and trust of
-// client transfer params.
-func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg config.Config) *Coordinator {
+// client transfer params, recording its requests in flight in inFlight.
+func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg config.Config, inFlight *legids.Registry) *Coordinator {
 	return &Coordinator{pipeline: p, metrics: m, log: log, maxBody: cfg.Server.MaxRequestBodyBytes(), limits: cfg.Server.DocumentLimits(),
 		trustTransfer: cfg.Server.TrustClientTransferParams, clientIDOnLegs: cfg.Server.ClientRequestIDOnLegs,
-		trusted: headers.NewTrusted(cfg.Server.TrustedRoutingHeaders...)}
+		trusted: headers.NewTrusted(cfg.Server.TrustedRoutingHeaders...), inFlight: inFlight}
 }
 
 // requestContext is newRequestContext for a body within
@@ -96,6 +100,7 @@ func (c *Coordinator) requestContext(ctx context.Context, id, legID string, in *
 // Generate implements CoordinatorServiceServer.
 func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateRequest) (*coordinatorv1.GenerateResponse, error) {
 	id, legID := c.requestIDs(ctx, req.GetRequestId())
+	defer c.inFlight.Add(id, legID)()
 	_ = grpc.SetHeader(ctx, metadata.Pairs(headerRequestID, id))
 	in := req.GetOpenai()
 	if in == nil {
@@ -130,6 +135,7 @@ func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateR
 func (c *Coordinator) GenerateStream(req *coordinatorv1.GenerateStreamRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
 	ctx := stream.Context()
 	id, legID := c.requestIDs(ctx, req.GetRequestId())
+	defer c.inFlight.Add(id, legID)()
 	_ = stream.SetHeader(metadata.Pairs(headerRequestID, id))
 	in := req.GetOpenai()
 	if in == nil {

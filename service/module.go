@@ -18,6 +18,7 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/inproc"
+	"github.com/coordinator-project/coordinator/internal/legids"
 	"github.com/coordinator-project/coordinator/internal/membudget"
 	"github.com/coordinator-project/coordinator/internal/tlsfiles"
 	"github.com/coordinator-project/coordinator/service/admission"
@@ -33,6 +34,7 @@ var Module = fx.Module("service",
 	fx.Provide(NewCoordinator, newInterceptors, newGRPCServer, fx.Private), // the module's own
 	fx.Provide(
 		newGatewayClient,
+		func() *legids.Registry { return &legids.Registry{} },
 		fx.Annotate(newPipeline, fx.ParamTags(`group:"steps"`)),
 		health.NewServer,
 		newInProcess,

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/internal/legids"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -47,7 +49,7 @@ func TestReportPrefill(t *testing.T) {
 			t.Parallel()
 			var logs bytes.Buffer
 			m := metrics.New()
-			c := NewCoordinator(nil, m, slog.New(slog.NewTextHandler(&logs, nil)), config.Default())
+			c := NewCoordinator(nil, m, slog.New(slog.NewTextHandler(&logs, nil)), config.Default(), &legids.Registry{})
 			c.reportPrefill(context.Background(), &tt.rc, tt.err)
 
 			families, err := m.Gatherer().Gather()

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/internal/legids"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -47,7 +49,7 @@ func refusingCoordinator(t *testing.T) *Coordinator {
 		{Type: "never", New: func(map[string]any) (steps.Step, error) { return neverStep{t}, nil }},
 	}, []steps.StepConfig{{Type: "gate"}, {Type: "never"}}, steps.Defaults{})
 	require.NoError(t, err)
-	return NewCoordinator(p, metrics.New(), slog.New(slog.DiscardHandler), config.Default())
+	return NewCoordinator(p, metrics.New(), slog.New(slog.DiscardHandler), config.Default(), &legids.Registry{})
 }
 
 // A step's refusal is an answer over gRPC, as it was when the broker

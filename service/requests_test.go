@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/internal/legids"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -43,7 +45,7 @@ func queuedCoordinator(t *testing.T, step steps.Step) *Coordinator {
 	p, err := steps.NewPipeline([]steps.Plugin{{Type: "store", New: func(map[string]any) (steps.Step, error) { return step, nil }}},
 		[]steps.StepConfig{{Type: "store"}}, steps.Defaults{})
 	require.NoError(t, err)
-	return NewCoordinator(p, nil, slog.New(slog.DiscardHandler), config.Default())
+	return NewCoordinator(p, nil, slog.New(slog.DiscardHandler), config.Default(), &legids.Registry{})
 }
 
 func TestGetRequestAnswersFromTheStore(t *testing.T) {

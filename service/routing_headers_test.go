@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/coordinator-project/coordinator/internal/legids"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/metadata"
@@ -23,7 +25,7 @@ func TestRoutingHeadersAreTheCoordinators(t *testing.T) {
 	cfg := config.Default()
 	cfg.Server.TrustedRoutingHeaders = []string{"X-Llm-D-Slo-Ttft-Ms"}
 	m := metrics.New()
-	c := NewCoordinator(nil, m, slog.New(slog.DiscardHandler), cfg)
+	c := NewCoordinator(nil, m, slog.New(slog.DiscardHandler), cfg, &legids.Registry{})
 	md := metadata.Pairs(
 		"x-gateway-destination-endpoint", "169.254.169.254:80", "x-prefiller-host-port", "10.0.0.8:8000",
 		"x-data-parallel-rank", "1", "epp-profile", "prefill", "prefer", "if-available",

@@ -21,6 +21,7 @@ import (
 	"github.com/coordinator-project/coordinator/service"
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
+	"github.com/coordinator-project/coordinator/service/control"
 	"github.com/coordinator-project/coordinator/service/logging"
 	"github.com/coordinator-project/coordinator/service/rest"
 	"github.com/coordinator-project/coordinator/service/tracing"
@@ -105,6 +106,7 @@ func App(cfg config.Config, log *slog.Logger) fx.Option {
 		tracing.Module,
 		service.Module,
 		rest.Module,
+		control.Module,
 		fx.Provide(newLifeReport),
 		fx.Invoke(func(lc fx.Lifecycle, ready *admission.Readiness, adm *admission.Controller, life *lifeReport) {
 			lc.Append(fx.Hook{

@@ -29,11 +29,22 @@ type Options struct {
 	// Log receives Run's refresh errors and every membership change; nil
 	// discards.
 	Log *slog.Logger
+	// FirstEpoch is the epoch of the empty membership before the first
+	// refresh. A process that starts it above every epoch its previous
+	// incarnation reached (from the clock: FirstEpochNow) tells an epoch
+	// listed before a restart from a current one.
+	FirstEpoch uint64
 }
+
+// FirstEpochNow is a FirstEpoch that grows with the clock: the Unix
+// seconds now, shifted left 16 bits, so a restart a second later starts
+// above a predecessor that changed fewer than 65536 times a second (and the
+// epochs stay below 2^53, exact in a JSON number).
+func FirstEpochNow() uint64 { return uint64(time.Now().Unix()) << 16 }
 
 // Membership is the current set of workers across its sources, with an
 // epoch that is bumped each time the set changes. Before the first refresh
-// that finds a worker it is empty at epoch 0.
+// that finds a worker it is empty at Options.FirstEpoch.
 //
 // A Membership is safe for concurrent use. Refreshes run one at a time: a
 // Refresh called during another waits for it (bounded by its context), so
@@ -54,6 +65,8 @@ type Membership struct {
 	// last; their epochs are consecutive.
 	history    []Snapshot
 	maxHistory int
+	// first is Options.FirstEpoch.
+	first uint64
 }
 
 // New is the membership of the workers of sources. It validates the
@@ -76,8 +89,9 @@ func New(opts Options, sources ...Source) (*Membership, error) {
 		log:        opts.Log,
 		refreshing: make(chan struct{}, 1),
 		last:       make([][]Worker, len(sources)),
-		history:    []Snapshot{{}},
+		history:    []Snapshot{{Epoch: opts.FirstEpoch}},
 		maxHistory: orDefault(opts.History, DefaultHistory),
+		first:      opts.FirstEpoch,
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)

@@ -256,3 +256,24 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, uint64(200), m.Current().Epoch, "each refresh changed the set")
 }
+
+func TestAnEpochFromBeforeARestartIsStale(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	src := fleet.Static([]fleet.Worker{fleet.NewWorker(fleet.Decode, "127.0.0.1:8001")})
+	before, err := fleet.New(fleet.Options{FirstEpoch: 100 << 16}, src)
+	require.NoError(t, err)
+	old, err := before.Refresh(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(100<<16+1), old.Epoch)
+
+	after, err := fleet.New(fleet.Options{FirstEpoch: 101 << 16}, src) // the same fleet, a second later
+	require.NoError(t, err)
+	cur, err := after.Refresh(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, old.Workers, cur.Workers)
+	var stale *fleet.StaleEpochError
+	require.ErrorAs(t, after.Check(old.Epoch), &stale)
+	assert.Contains(t, stale.Error(), "is from before this coordinator started")
+	assert.Less(t, fleet.FirstEpochNow(), uint64(1)<<53, "epochs stay exact in a JSON number")
+}

@@ -22,6 +22,9 @@ type StaleEpochError struct {
 	// Removed were computed. A change and its undoing (a worker that left
 	// and came back) leaves both empty with Diff true.
 	Diff bool
+	// First is the membership's first epoch: a Have below it was listed by
+	// an earlier incarnation of the process.
+	First uint64
 }
 
 // Error names the change: the workers added and removed, or how many
@@ -32,6 +35,10 @@ func (e *StaleEpochError) Error() string {
 	var b strings.Builder
 	if e.Have > e.Current {
 		fmt.Fprintf(&b, "fleet: unknown epoch %d (current %d)", e.Have, e.Current)
+		return b.String()
+	}
+	if e.Have < e.First {
+		fmt.Fprintf(&b, "fleet: epoch %d is from before this coordinator started (its first epoch is %d, current %d)", e.Have, e.First, e.Current)
 		return b.String()
 	}
 	fmt.Fprintf(&b, "fleet: stale epoch %d (current %d): ", e.Have, e.Current)
@@ -80,7 +87,7 @@ func (m *Membership) check(epoch uint64) error {
 	if epoch == cur.Epoch {
 		return nil
 	}
-	e := &StaleEpochError{Have: epoch, Current: cur.Epoch}
+	e := &StaleEpochError{Have: epoch, Current: cur.Epoch, First: m.first}
 	if oldest := m.history[0].Epoch; epoch >= oldest && epoch < cur.Epoch {
 		e.Added, e.Removed = diff(m.history[epoch-oldest].Workers, cur.Workers)
 		e.Diff = true

@@ -35,6 +35,17 @@ var pipelineRoots = [...]string{
 
 // formRoutes are vLLM's routes whose body is a form (an audio file), not
 // JSON: relayed as it came.
+// controlRoots are the engines' own control routes (vLLM's pause, weight
+// update, sleep and RL routes) and the coordinator's ControlService
+// transcoding: served on control.listen_addr only, never relayed from the
+// public port to a worker (docs/rl.md).
+var controlRoots = [...]string{
+	"/v1/rl", "/pause", "/resume", "/is_paused", "/abort_requests",
+	"/init_weight_transfer_engine", "/start_weight_update", "/update_weights", "/finish_weight_update",
+	"/update_weight_version", "/weight_info", "/weight_checker", "/get_world_size",
+	"/sleep", "/wake_up", "/is_sleeping", "/collective_rpc", "/reset_prefix_cache",
+}
+
 var formRoutes = map[string]bool{"/v1/audio/transcriptions": true, "/v1/audio/translations": true}
 
 // refusePath is the status and message refusing a relayed request's path,
@@ -48,7 +59,11 @@ func refusePath(r *http.Request) (int, string) {
 	if !canonical(decoded) {
 		return http.StatusBadRequest, "path " + escaped + " is not relayed: it is not canonical once decoded (an empty, \".\" or \"..\" segment)"
 	}
-	if root, ok := pipelineRoot(decoded); ok {
+	if root, ok := underRoot(decoded, controlRoots[:]); ok {
+		return http.StatusNotFound, "no route for " + r.Method + " " + escaped + ": " + root +
+			" is a control route, served on the control listener only (control.listen_addr), and is not relayed"
+	}
+	if root, ok := underRoot(decoded, pipelineRoots[:]); ok {
 		return http.StatusNotFound, "no route for " + r.Method + " " + escaped + ": it reaches " + root +
 			" on a worker outside the pipeline, and is not relayed"
 	}
@@ -73,11 +88,11 @@ func canonical(path string) bool {
 	return true
 }
 
-// pipelineRoot is the pipeline root a decoded path is, with any number of
+// underRoot is the root of roots a decoded path is, with any number of
 // trailing slashes (Starlette redirects those to it), or lies below.
-func pipelineRoot(path string) (string, bool) {
+func underRoot(path string, roots []string) (string, bool) {
 	p := strings.TrimRight(path, "/")
-	for _, root := range pipelineRoots {
+	for _, root := range roots {
 		if p == root || strings.HasPrefix(p, root+"/") {
 			return root, true
 		}
