@@ -99,8 +99,8 @@ lint: $(BUF) ## golangci-lint (.golangci.yml: vet, staticcheck, gofmt, limits, i
 	@! go list -deps ./cmd/coordinator | grep '/coordinator/sim$$' > /dev/null || (echo "cmd/coordinator must not import the simulator (go list -deps ./cmd/coordinator)" >&2; exit 1)
 
 .PHONY: run
-run: build ## Start the simulator and the coordinator on config/dev.yaml (REST :8080, gRPC :9090).
-	@$(BIN)/coordinator-sim --prompt-tokens-details & sim=$$!; trap 'kill $$sim 2>/dev/null' EXIT; \
+run: build ## Start the simulator and the coordinator on config/dev.yaml (REST :8080, gRPC :9090, control :9091).
+	@$(BIN)/coordinator-sim --prompt-tokens-details --engine-listen 127.0.0.1:8400 & sim=$$!; trap 'kill $$sim 2>/dev/null' EXIT; \
 	$(BIN)/coordinator --config config/dev.yaml
 
 ROLLOUT_ADDR ?= 127.0.0.1:9090
