@@ -5,7 +5,7 @@ import "sync"
 // Addresses records where the listeners bound once the app started; with a
 // ":0" listen address that is how tests and tools find the port.
 type Addresses struct {
-	mu         sync.Mutex
+	mu                  sync.Mutex
 	rest, grpc, control string
 }
 

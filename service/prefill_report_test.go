@@ -7,11 +7,10 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/coordinator-project/coordinator/internal/legids"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordinator-project/coordinator/internal/legids"
 	"github.com/coordinator-project/coordinator/internal/wire/pd"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"

@@ -30,15 +30,15 @@ import (
 
 // The engine routes the RPCs call.
 var (
-	routePause          = route{method: http.MethodPost, path: "/pause"}
-	routeResume         = route{method: http.MethodPost, path: "/resume"}
-	routeSetVersion     = route{method: http.MethodPost, path: "/update_weight_version"}
-	routeFinishUpdate   = route{method: http.MethodPost, path: "/finish_weight_update"}
-	routeAbort          = route{method: http.MethodPost, path: "/abort_requests"}
-	routeListWorkers    = route{method: http.MethodGet, path: "/workers"} // the listing's label; asks the state routes
-	stateRoutes         = []string{"/is_paused", "/is_sleeping", "/weight_info", "/get_world_size"}
-	relayMethods        = map[string]string{"get_world_size": http.MethodGet, "is_sleeping": http.MethodGet}
-	relayQueryKeys      = map[string][]string{"sleep": {"level"}, "get_world_size": {"include_dp"}, "wake_up": {"tags"}}
+	routePause        = route{method: http.MethodPost, path: "/pause"}
+	routeResume       = route{method: http.MethodPost, path: "/resume"}
+	routeSetVersion   = route{method: http.MethodPost, path: "/update_weight_version"}
+	routeFinishUpdate = route{method: http.MethodPost, path: "/finish_weight_update"}
+	routeAbort        = route{method: http.MethodPost, path: "/abort_requests"}
+	routeListWorkers  = route{method: http.MethodGet, path: "/workers"} // the listing's label; asks the state routes
+	stateRoutes       = []string{"/is_paused", "/is_sleeping", "/weight_info", "/get_world_size"}
+	relayMethods      = map[string]string{"get_world_size": http.MethodGet, "is_sleeping": http.MethodGet}
+	relayQueryKeys    = map[string][]string{"sleep": {"level"}, "get_world_size": {"include_dp"}, "wake_up": {"tags"}}
 )
 
 // Options are the Server's settings and collaborators.
