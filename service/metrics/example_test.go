@@ -114,6 +114,10 @@ func servedMetrics(t *testing.T) []string {
 	m.KnownSteps([]string{"decode"})
 	m.Tokens(APIREST, "m", 1, 1)
 	m.LegDone(gateway.LegResult{Leg: "decode", Phase: gateway.ProfileDecode, StatusCode: 200})
+	c := m.NewControl(func() int { return 0 }, func() bool { return false }) // with control.listen_addr set
+	c.Call("pause", ControlOK, 0)
+	c.WorkerFailed("pause", "decode")
+	c.Fleet(1, map[[2]string]int{{"decode", FleetMember}: 1})
 	families, err := m.Gatherer().Gather()
 	require.NoError(t, err)
 	names := make([]string, 0, len(families))

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/service"
+	"github.com/coordinator-project/coordinator/sim"
+)
+
+// controlPD is the P/D pipeline with the control listener over the
+// simulator's engines (STATIC: their list).
+const controlPD = `
+pipeline:
+  kv_connector: kv-nixl
+  steps:
+    - type: render
+      params:
+        address: "RENDER_URL"
+    - type: prefill
+    - type: decode
+control:
+  listen_addr: "127.0.0.1:0"
+  call_timeout: 5s
+  membership:
+    static:
+STATIC`
+
+// rlStack is a coordinator with its control plane in front of simulated
+// engines.
+type rlStack struct {
+	sim     *sim.Sim
+	st      *stack
+	control coordinatorv1.ControlServiceClient
+	gen     coordinatorv1.CoordinatorServiceClient
+}
+
+// startRLStack starts the simulator with its engines on loopback and the
+// coordinator with the control plane over them.
+func startRLStack(t *testing.T, opts sim.Options) *rlStack {
+	t.Helper()
+	opts.Strict = true
+	s, gw, render := startSim(t, opts)
+	require.NoError(t, s.ListenEngines(t.Context(), "127.0.0.1:0"))
+	t.Cleanup(s.CloseEngines)
+	var static strings.Builder
+	for _, e := range s.Engines() {
+		fmt.Fprintf(&static, "      - {role: %s, address: %q}\n", e.Role, e.Addr)
+	}
+	var addrs *service.Addresses
+	st := startStack(t, gw, render, strings.Replace(controlPD, "STATIC", static.String(), 1), fx.Populate(&addrs))
+	conn, err := grpc.NewClient(addrs.Control(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return &rlStack{sim: s, st: st, control: coordinatorv1.NewControlServiceClient(conn), gen: coordinatorv1.NewCoordinatorServiceClient(st.conn)}
+}
+
+// engines are the simulator's engines of role.
+func (r *rlStack) engines(role string) []sim.Engine {
+	var out []sim.Engine
+	for _, e := range r.sim.Engines() {
+		if e.Role == role {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// rollout is one streamed tokens request's outcome.
+type rollout struct {
+	id     string
+	prompt []uint32
+	views  []choiceView
+	err    error
+}
+
+// startRollouts streams n tokens rollouts of maxTokens each, ids
+// prefix-0..n-1, and returns a channel of their outcomes.
+func (r *rlStack) startRollouts(prefix string, n int, maxTokens uint32) <-chan rollout {
+	out := make(chan rollout, n)
+	for i := range n {
+		go func() {
+			ro := rollout{id: fmt.Sprintf("%s-%d", prefix, i), prompt: []uint32{uint32(100 + i), 7, 8, 9}}
+			stream, err := r.gen.GenerateStream(context.Background(), &coordinatorv1.GenerateStreamRequest{
+				RequestId: ro.id,
+				Input: &coordinatorv1.GenerateStreamRequest_Tokens{Tokens: &coordinatorv1.TokensRequest{
+					Model: sim.DefaultModel, TokenIds: ro.prompt,
+					Sampling: &coordinatorv1.SamplingParams{MaxTokens: proto.Uint32(maxTokens), IgnoreEos: true},
+				}},
+			})
+			if err == nil {
+				ro.views, _, _, err = recvTokens(stream)
+			}
+			ro.err = err
+			out <- ro
+		}()
+	}
+	return out
+}
+
+// collect reads n outcomes, each id once.
+func collect(t *testing.T, ch <-chan rollout, n int) map[string]rollout {
+	t.Helper()
+	got := map[string]rollout{}
+	for range n {
+		select {
+		case ro := <-ch:
+			_, dup := got[ro.id]
+			require.False(t, dup, "rollout %s answered twice", ro.id)
+			got[ro.id] = ro
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("%d of %d rollouts answered", len(got), n)
+		}
+	}
+	return got
+}
+
+func waitCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestRLStepKeepsEveryRollout is the RL cycle of docs/rl.md through the
+// control plane: 64 streamed rollouts in flight across 2 prefill and 2
+// decode engines, pause (keep), weight version v2 on all four, resume.
+// Every rollout completes exactly once with all its tokens; the requests
+// sent during the pause wait at the coordinator (none reaches a paused
+// engine) and run after the resume.
+func TestRLStepKeepsEveryRollout(t *testing.T) {
+	t.Parallel()
+	const rollouts, held, maxTokens = 64, 4, 40
+	r := startRLStack(t, sim.Options{Engines: sim.EngineCounts{Prefill: 2, Decode: 2}, TokenDelay: 100 * time.Millisecond})
+	ctx := t.Context()
+	list, err := r.control.ListWorkers(ctx, &coordinatorv1.ListWorkersRequest{})
+	require.NoError(t, err)
+	require.Len(t, list.GetWorkers(), 5, "1 encode, 2 prefill, 2 decode engines")
+
+	inFlight := r.startRollouts("rollout", rollouts, maxTokens)
+	for _, e := range r.engines("decode") {
+		require.NoError(t, e.WaitInFlight(waitCtx(t), rollouts/2), "round robin: half on each decode engine")
+	}
+	_, err = r.control.Pause(ctx, &coordinatorv1.PauseRequest{Mode: "keep", Epoch: proto.Uint64(list.GetEpoch())})
+	require.NoError(t, err)
+
+	during := r.startRollouts("held", held, maxTokens)
+	require.Eventually(t, func() bool {
+		l, err := r.control.ListWorkers(ctx, &coordinatorv1.ListWorkersRequest{})
+		return err == nil && l.GetHeldRequests() == held && l.GetFleetPaused()
+	}, time.Minute, 5*time.Millisecond, "the requests sent during the pause wait at admission")
+	for _, e := range r.engines("decode") {
+		require.NoError(t, e.WaitInFlight(waitCtx(t), rollouts/2), "none reached a paused engine")
+	}
+
+	_, err = r.control.SetWeightVersion(ctx, &coordinatorv1.SetWeightVersionRequest{Version: "v2", Epoch: proto.Uint64(list.GetEpoch())})
+	require.NoError(t, err)
+	resume, err := r.control.Resume(ctx, &coordinatorv1.ResumeRequest{Epoch: proto.Uint64(list.GetEpoch())})
+	require.NoError(t, err)
+	assert.Equal(t, uint32(held), resume.GetReleasedRequests())
+
+	for _, got := range []map[string]rollout{collect(t, inFlight, rollouts), collect(t, during, held)} {
+		for id, ro := range got {
+			require.NoError(t, ro.err, id)
+			require.Len(t, ro.views, 1, id)
+			assert.Equal(t, sim.CompletionTokens(ro.prompt, maxTokens, 0), ro.views[0].IDs, "%s: every token once, in order", id)
+			assert.Equal(t, coordinatorv1.FinishReason_FINISH_REASON_LENGTH, ro.views[0].Finish, id)
+			assert.Len(t, pdLegs(r.sim, id, "decode"), 1, "%s: one decode leg, never sent again", id)
+		}
+	}
+	for _, e := range r.sim.Engines() {
+		assert.Equal(t, "v2", e.WeightVersion(), e.ID)
+	}
+}
+
+// TestPauseAbortEndsTheRolloutsInFlight: pause (abort) ends every rollout
+// in flight with finish_reason abort and the tokens generated so far.
+func TestPauseAbortEndsTheRolloutsInFlight(t *testing.T) {
+	t.Parallel()
+	const rollouts, maxTokens = 8, 400
+	r := startRLStack(t, sim.Options{Engines: sim.EngineCounts{Decode: 2}, TokenDelay: 20 * time.Millisecond})
+	ctx := t.Context()
+	inFlight := r.startRollouts("abort", rollouts, maxTokens)
+	for _, e := range r.engines("decode") {
+		require.NoError(t, e.WaitInFlight(waitCtx(t), rollouts/2))
+	}
+	_, err := r.control.Pause(ctx, &coordinatorv1.PauseRequest{Mode: "abort"})
+	require.NoError(t, err)
+	for id, ro := range collect(t, inFlight, rollouts) {
+		require.NoError(t, ro.err, id)
+		require.Len(t, ro.views, 1, id)
+		v := ro.views[0]
+		assert.Equal(t, coordinatorv1.FinishReason_FINISH_REASON_ABORT, v.Finish, id)
+		assert.Less(t, len(v.IDs), maxTokens, id)
+		assert.Equal(t, sim.CompletionTokens(ro.prompt, maxTokens, 0)[:len(v.IDs)], v.IDs, "%s: the partial tokens", id)
+	}
+	_, err = r.control.Resume(ctx, &coordinatorv1.ResumeRequest{})
+	require.NoError(t, err)
+}
+
+// TestAKilledEngineFailsThePauseAndNothingHangs: an engine killed before a
+// pause fails the call, named, within its timeout; the others' state is
+// reported; the resume opens the door again.
+func TestAKilledEngineFailsThePauseAndNothingHangs(t *testing.T) {
+	t.Parallel()
+	r := startRLStack(t, sim.Options{Engines: sim.EngineCounts{Prefill: 2, Decode: 2}})
+	ctx := t.Context()
+	dead := r.engines("decode")[1]
+	dead.Stop()
+	deadID := "decode/" + dead.Addr
+
+	start := time.Now()
+	_, err := r.control.Pause(ctx, &coordinatorv1.PauseRequest{Mode: "keep"})
+	assert.Less(t, time.Since(start), 30*time.Second)
+	st := status.Convert(err)
+	require.Equal(t, codes.Unavailable, st.Code(), "%v", err)
+	assert.Contains(t, st.Message(), deadID)
+	var failure *coordinatorv1.ControlFailure
+	for _, d := range st.Details() {
+		if f, ok := d.(*coordinatorv1.ControlFailure); ok {
+			failure = f
+		}
+	}
+	require.NotNil(t, failure)
+	assert.Equal(t, []string{deadID}, failure.GetFailed())
+	assert.Len(t, failure.GetChanged(), 4, "the other four paused")
+
+	list, err := r.control.ListWorkers(ctx, &coordinatorv1.ListWorkersRequest{})
+	require.NoError(t, err)
+	for _, w := range list.GetWorkers() {
+		alive := w.GetWorker().GetId() != deadID
+		assert.Equal(t, alive, w.GetReachable(), w.GetWorker().GetId())
+		assert.Equal(t, alive, w.GetPaused(), w.GetWorker().GetId())
+	}
+	_, err = r.control.Resume(ctx, &coordinatorv1.ResumeRequest{})
+	assert.Equal(t, codes.Unavailable, status.Code(err))
+	got := collect(t, r.startRollouts("after", 2, 4), 2)
+	for id, ro := range got {
+		require.NoError(t, ro.err, "%s: served by the live engines once resumed", id)
+	}
+}
+
+// TestThePublicPortsDoNotServeTheControlService: REST 404 on /v1/rl/ and
+// the engines' own control routes, gRPC UNIMPLEMENTED.
+func TestThePublicPortsDoNotServeTheControlService(t *testing.T) {
+	t.Parallel()
+	r := startRLStack(t, sim.Options{})
+	for _, path := range []string{"/v1/rl/pause", "/v1/rl/workers", "/pause", "/update_weights", "/sleep", "/resume/"} {
+		resp := r.st.post(t, path, `{}`, nil)
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode, path)
+	}
+	_, err := coordinatorv1.NewControlServiceClient(r.st.conn).ListWorkers(t.Context(), &coordinatorv1.ListWorkersRequest{})
+	assert.Equal(t, codes.Unimplemented, status.Code(err), "%v", err)
+	for _, e := range r.sim.Engines() {
+		assert.Equal(t, "v1", e.WeightVersion(), "nothing reached an engine")
+	}
+	_, err = r.control.ListWorkers(t.Context(), &coordinatorv1.ListWorkersRequest{})
+	require.NoError(t, err, "the control listener does")
+}
