@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +16,9 @@ import (
 	"go.uber.org/fx"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -269,4 +274,69 @@ func TestThePublicPortsDoNotServeTheControlService(t *testing.T) {
 	}
 	_, err = r.control.ListWorkers(t.Context(), &coordinatorv1.ListWorkersRequest{})
 	require.NoError(t, err, "the control listener does")
+}
+
+// TestTheControlPortRefusesAClientWithoutTokenOrCertificate: with
+// control.tls requiring a client certificate and control.token_file, a
+// client lacking either is refused; one with both is served.
+func TestTheControlPortRefusesAClientWithoutTokenOrCertificate(t *testing.T) {
+	t.Parallel()
+	pki := newPKI(t)
+	cert, key := pki.issue(t, "control", "coordinator-control")
+	tokenFile := filepath.Join(pki.dir, "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600))
+	_, gw, render := startSim(t, sim.Options{})
+	var addrs *service.Addresses
+	startStackEnv(t, map[string]string{
+		"COORDINATOR_CONTROL_TLS_CERT_FILE":      cert,
+		"COORDINATOR_CONTROL_TLS_KEY_FILE":       key,
+		"COORDINATOR_CONTROL_TLS_CLIENT_CA_FILE": pki.caFile,
+		"COORDINATOR_CONTROL_TOKEN_FILE":         tokenFile,
+	}, gw, render, decodeOnly+`
+control:
+  listen_addr: "127.0.0.1:0"
+`, fx.Populate(&addrs))
+	addr := addrs.Control()
+
+	call := func(clientCert *tls.Certificate, token string) error {
+		cfg := &tls.Config{RootCAs: pki.ca.Pool()}
+		if clientCert != nil {
+			cfg.Certificates = []tls.Certificate{*clientCert}
+		}
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		require.NoError(t, err)
+		defer conn.Close()
+		ctx := t.Context()
+		if token != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+		}
+		_, err = coordinatorv1.NewControlServiceClient(conn).ListWorkers(ctx, &coordinatorv1.ListWorkersRequest{})
+		return err
+	}
+	assert.Error(t, call(nil, "s3cret"), "no client certificate: the handshake fails")
+	assert.Equal(t, codes.Unauthenticated, status.Code(call(&pki.client, "")), "no token")
+	assert.Equal(t, codes.Unauthenticated, status.Code(call(&pki.client, "guess")), "a wrong token")
+	require.NoError(t, call(&pki.client, "s3cret"), "both")
+
+	get := func(client *http.Client, token string) (int, error) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://"+addr+"/v1/rl/workers", nil)
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	_, err := get(pki.restClient(t, nil, false), "s3cret")
+	assert.Error(t, err, "REST without a client certificate")
+	code, err := get(pki.restClient(t, &pki.client, false), "")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusUnauthorized, code)
+	code, err = get(pki.restClient(t, &pki.client, true), "s3cret")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, code)
 }

@@ -65,6 +65,14 @@ func TestParseErrors(t *testing.T) {
 			err:  `pipeline.use_openai_format=false requires a "render" step (the tokens-in format sends token IDs that render produces)`,
 		},
 
+		{name: "control role", yaml: minimal + "control:\n  membership:\n    static:\n      - {role: Decode, address: '10.0.0.1:8000'}", err: `control.membership.static[0].role: unknown role "Decode" (known: encode, prefill, decode)`},
+		{name: "control address", yaml: minimal + "control:\n  membership:\n    static:\n      - {role: decode, address: '10.0.0.1'}", err: `control.membership.static[0].address: must be host:port, got "10.0.0.1"`},
+		{name: "control dns port", yaml: minimal + "control:\n  membership:\n    dns:\n      - {role: decode, name: vllm-decode, port: 0}", err: "control.membership.dns[0].port: must be in 1..65535, got 0"},
+		{name: "control dns name", yaml: minimal + "control:\n  membership:\n    dns:\n      - {role: decode, port: 8000}", err: "control.membership.dns[0].name: required"},
+		{name: "control concurrency", yaml: minimal + "control: {concurrency: 0}", err: "control.concurrency: must be at least 1, got 0"},
+		{name: "control hold wait", yaml: minimal + "control: {hold: {max_wait: 0s}}", err: "control.hold.max_wait: must be positive, got 0s"},
+		{name: "control token without listener", yaml: minimal + "control: {token_file: /x}", err: "control.tls and control.token_file need control.listen_addr"},
+
 		// Decoding.
 		{name: "tracing protocol", yaml: minimal + "tracing: {enabled: true, protocol: zipkin}", err: `tracing.protocol: must be "grpc" or "http/protobuf", got "zipkin"`},
 		{name: "tracing endpoint", yaml: minimal + `tracing: {endpoint: "http://"}`, err: `tracing.endpoint: must be a URL with a host or host:port, got "http://"`},
