@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +47,7 @@ type envOptions struct {
 	token       string
 	callTimeout time.Duration
 	sources     []fleet.Source
+	log         *slog.Logger
 }
 
 // newEnv serves the ControlService over the workers of o.sources (or of
@@ -64,7 +67,7 @@ func newEnv(t *testing.T, workers []fleet.Worker, o envOptions) *env {
 	m := metrics.New().NewControl(hold.Waiting, hold.Closed)
 	e := &env{hold: hold, inFlight: &legids.Registry{}}
 	srv, err := control.New(control.Options{
-		Members: members, Hold: hold, InFlight: e.inFlight, Metrics: m,
+		Members: members, Hold: hold, InFlight: e.inFlight, Metrics: m, Log: o.log,
 		CallTimeout: o.callTimeout, StateTimeout: 5 * time.Second, Concurrency: 4,
 	})
 	require.NoError(t, err)
@@ -349,7 +352,8 @@ func TestRelayGivesEachWorkerItsBody(t *testing.T) {
 	}
 	resp, err := e.client.Relay(ctx, &coordinatorv1.RelayRequest{Route: "init_weight_transfer_engine", Target: decode, WorkerBodies: bodies})
 	require.NoError(t, err)
-	assert.Equal(t, decodeIDs, ids(resp.GetResults()))
+	slices.Sort(decodeIDs)
+	assert.Equal(t, decodeIDs, ids(resp.GetResults()), "one result per worker, sorted by id")
 	for _, en := range engs {
 		for i, w := range workers {
 			if w.Address != en.Addr {
