@@ -41,6 +41,7 @@ pipeline:
 control:
   listen_addr: "127.0.0.1:0"
   call_timeout: 5s
+  hold: {max_wait: HOLD_WAIT, max_requests: 64}
   membership:
     static:
 STATIC`
@@ -58,6 +59,12 @@ type rlStack struct {
 // coordinator with the control plane over them.
 func startRLStack(t *testing.T, opts sim.Options) *rlStack {
 	t.Helper()
+	return startRLStackHolding(t, opts, "1m")
+}
+
+// startRLStackHolding is startRLStack with control.hold.max_wait holdWait.
+func startRLStackHolding(t *testing.T, opts sim.Options, holdWait string) *rlStack {
+	t.Helper()
 	opts.Strict = true
 	s, gw, render := startSim(t, opts)
 	require.NoError(t, s.ListenEngines(t.Context(), "127.0.0.1:0"))
@@ -67,7 +74,7 @@ func startRLStack(t *testing.T, opts sim.Options) *rlStack {
 		fmt.Fprintf(&static, "      - {role: %s, address: %q}\n", e.Role, e.Addr)
 	}
 	var addrs *service.Addresses
-	st := startStack(t, gw, render, strings.Replace(controlPD, "STATIC", static.String(), 1), fx.Populate(&addrs))
+	st := startStack(t, gw, render, strings.NewReplacer("STATIC", static.String(), "HOLD_WAIT", holdWait).Replace(controlPD), fx.Populate(&addrs))
 	conn, err := grpc.NewClient(addrs.Control(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
@@ -339,4 +346,26 @@ control:
 	code, err = get(pki.restClient(t, &pki.client, true), "s3cret")
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, code)
+}
+
+// TestARequestHeldPastTheBoundGets503: while the fleet is paused, a REST
+// request that waited control.hold.max_wait gets 503 with Retry-After, in
+// the OpenAI error JSON; the resume lets the next one through.
+func TestARequestHeldPastTheBoundGets503(t *testing.T) {
+	t.Parallel()
+	r := startRLStackHolding(t, sim.Options{}, "300ms")
+	_, err := r.control.Pause(t.Context(), &coordinatorv1.PauseRequest{Mode: "wait"})
+	require.NoError(t, err)
+	body := `{"model":"` + sim.DefaultModel + `","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`
+	resp := r.st.post(t, "/v1/chat/completions", body, nil)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	msg := readAll(t, resp.Body)
+	assert.Contains(t, msg, "control.hold.max_wait (300ms)")
+	assert.Contains(t, msg, `"error"`)
+
+	_, err = r.control.Resume(t.Context(), &coordinatorv1.ResumeRequest{})
+	require.NoError(t, err)
+	resp = r.st.post(t, "/v1/chat/completions", body, nil)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp.Body))
 }
