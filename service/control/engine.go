@@ -44,6 +44,7 @@ type engines struct {
 
 func newEngines() *engines {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil // the engines are reached directly, whatever HTTP_PROXY says
 	t.MaxIdleConnsPerHost = 4
 	t.IdleConnTimeout = 90 * time.Second
 	return &engines{client: &http.Client{Transport: t}}

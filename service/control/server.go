@@ -120,6 +120,9 @@ func (s *Server) begin(ctx context.Context, r route, req proto.Message, target *
 	if err != nil {
 		return ctx, c, err
 	}
+	if len(workers) == 0 && r.path != routeListWorkers.path {
+		return ctx, c, status.Errorf(codes.FailedPrecondition, "control: the call selects no worker (membership epoch %d has %d): nothing to %s", snap.Epoch, len(snap.Workers), r.name())
+	}
 	c.workers = workers
 	span.SetAttributes(attribute.Int64("coordinator.fleet.epoch", int64(c.epoch)), attribute.Int("coordinator.fleet.workers", len(workers)))
 	return ctx, c, nil
