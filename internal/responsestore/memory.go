@@ -1,0 +1,119 @@
+package responsestore
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"time"
+)
+
+// MemoryOptions bound a Memory store.
+type MemoryOptions struct {
+	// MaxBytes bounds the values' bytes together (> 0).
+	MaxBytes int64
+	// MaxEntries bounds their count (> 0).
+	MaxEntries int
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+	// Evicted is called (under no lock) with how many entries a Put
+	// evicted to make room, when it evicted any; nil: not told.
+	Evicted func(n int)
+}
+
+// Memory is the in-process store: the values of one process, bounded by
+// bytes and count, the least recently used evicted first to make room,
+// each expiring at its ttl.
+type Memory struct {
+	o MemoryOptions
+
+	mu      sync.Mutex
+	entries map[string]*list.Element // key → element of lru
+	lru     *list.List               // *entry, most recently used first
+	bytes   int64
+}
+
+type entry struct {
+	key     string
+	value   []byte
+	expires time.Time
+}
+
+// NewMemory is an empty Memory store.
+func NewMemory(o MemoryOptions) *Memory {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Memory{o: o, entries: map[string]*list.Element{}, lru: list.New()}
+}
+
+// Put implements Store. A value larger than MaxBytes is ErrTooLarge.
+func (m *Memory) Put(_ context.Context, key Key, value []byte, ttl time.Duration) error {
+	if int64(len(value)) > m.o.MaxBytes {
+		return ErrTooLarge
+	}
+	k := key.String()
+	e := &entry{key: k, value: append([]byte(nil), value...), expires: m.o.Now().Add(ttl)}
+	m.mu.Lock()
+	if old, ok := m.entries[k]; ok {
+		m.remove(old)
+	}
+	evicted := 0
+	for m.lru.Len() > 0 && (m.bytes+int64(len(value)) > m.o.MaxBytes || m.lru.Len()+1 > m.o.MaxEntries) {
+		m.remove(m.lru.Back())
+		evicted++
+	}
+	m.entries[k] = m.lru.PushFront(e)
+	m.bytes += int64(len(value))
+	m.mu.Unlock()
+	if evicted > 0 && m.o.Evicted != nil {
+		m.o.Evicted(evicted)
+	}
+	return nil
+}
+
+// Get implements Store; it makes the value the most recently used.
+func (m *Memory) Get(_ context.Context, key Key) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	el, ok := m.entries[key.String()]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	e := el.Value.(*entry)
+	if !m.o.Now().Before(e.expires) {
+		m.remove(el)
+		return nil, ErrNotFound
+	}
+	m.lru.MoveToFront(el)
+	return e.value, nil
+}
+
+// Delete implements Store.
+func (m *Memory) Delete(_ context.Context, key Key) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	el, ok := m.entries[key.String()]
+	if !ok {
+		return ErrNotFound
+	}
+	expired := !m.o.Now().Before(el.Value.(*entry).expires)
+	m.remove(el)
+	if expired {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// Usage is the bytes and count of the values held now.
+func (m *Memory) Usage() (bytes int64, entries int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bytes, m.lru.Len()
+}
+
+// remove drops el; the caller holds mu.
+func (m *Memory) remove(el *list.Element) {
+	e := m.lru.Remove(el).(*entry)
+	delete(m.entries, e.key)
+	m.bytes -= int64(len(e.value))
+}
