@@ -344,6 +344,63 @@ class ControlPlaneTest(unittest.TestCase):
             self.control.pause("keep", role="decode", worker_id="decode/x")
 
 
+class FakeRpcError(grpc.RpcError):
+    """A failed call as grpcio raises it: code, details, trailers."""
+
+    def __init__(self, code: grpc.StatusCode, details: str, trailers: tuple) -> None:
+        self._code, self._details, self._trailers = code, details, trailers
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+    def trailing_metadata(self) -> tuple:
+        return self._trailers
+
+
+def field_bytes(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (payload under 128 bytes)."""
+    assert len(payload) < 128
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+class OfflineTest(unittest.TestCase):
+    """What the SDK does without a coordinator."""
+
+    def test_control_error_parses_status_details(self) -> None:
+        failure = control_pb.ControlFailure(route="/pause", changed=["decode/a:1"], failed=["prefill/b:2"])
+        detail = field_bytes(1, b"type.googleapis.com/coordinator.v1.ControlFailure") + \
+            field_bytes(2, failure.SerializeToString())
+        status = b"\x08\x0e" + field_bytes(2, b"/pause failed") + field_bytes(3, detail)
+        err = coordinator_sdk.ControlError(FakeRpcError(
+            grpc.StatusCode.UNAVAILABLE, "/pause failed", (("grpc-status-details-bin", status),)))
+        self.assertEqual(grpc.StatusCode.UNAVAILABLE, err.code())
+        self.assertEqual(failure, err.failure)
+        self.assertIsNone(err.membership_changed)
+
+    def test_control_error_without_details(self) -> None:
+        for trailers in [(), (("grpc-status-details-bin", b"\xff\xff"),), None]:
+            with self.subTest(trailers=trailers):
+                err = coordinator_sdk.ControlError(FakeRpcError(grpc.StatusCode.INTERNAL, "boom", trailers))
+                self.assertIsNone(err.failure)
+                self.assertIsNone(err.membership_changed)
+                self.assertEqual("INTERNAL: boom", str(err))
+
+    def test_merge_tokens_keeps_weight_versions(self) -> None:
+        if "weight_versions" not in pb.TokensChoice.DESCRIPTOR.fields_by_name:
+            self.skipTest("TokensChoice has no weight_versions in this SDK")
+        spans = [pb.WeightVersionSpan(version="v1", start=0, count=2), pb.WeightVersionSpan(version="v2", start=2, count=1)]
+        merged = coordinator_sdk.merge_tokens([
+            pb.GenerateStreamResponse(tokens=pb.TokensChunk(choices=[pb.TokensChoice(index=0, token_ids=[1, 2])])),
+            pb.GenerateStreamResponse(tokens=pb.TokensChunk(choices=[pb.TokensChoice(
+                index=0, token_ids=[3], finish_reason=pb.FINISH_REASON_LENGTH, weight_versions=spans)])),
+        ])
+        self.assertEqual([1, 2, 3], list(merged.choices[0].token_ids))
+        self.assertEqual(spans, list(merged.choices[0].weight_versions))
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
         ADDRESS = sys.argv.pop(1)
