@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Runs the SDK tests and the examples against a live coordinator: builds
 # coordinator-sim and coordinator, starts them on free 127.0.0.1 ports (the
-# full cascade pipeline of config/dev.yaml), then runs
-#   sdk/python/test_sdk.py        (Python SDK, unittest)
-#   sdk/typescript test/sdk.test  (TypeScript SDK, node:test)
+# full cascade pipeline of config/dev.yaml, and the control listener with a
+# bearer token over a static membership of the simulator's three engines),
+# then runs
+#   sdk/python/test_sdk.py        (Python SDK, unittest; the control plane too)
+#   sdk/typescript test/sdk.test  (TypeScript SDK, node:test; the control plane too)
 #   examples/rl_rollout.py        (GRPO-style rollout through the Python SDK)
+#   examples/rl_loop.py           (rollouts streaming across a pause, a weight version and a resume)
 #   examples/openai_chat.mjs      (OpenAI Node SDK, streamed, over REST)
 #   examples/openai_responses.mjs (OpenAI Node SDK, responses.create, streamed and not)
 #   examples/anthropic_messages.mjs (Anthropic SDK, messages.create and .stream)
@@ -62,14 +65,32 @@ go build -race -o "$work/coordinator" ./cmd/coordinator
 go build -race -o "$work/coordinator-sim" ./cmd/coordinator-sim
 
 # Free loopback ports: bound to port 0, then released for the servers.
-read -r gw render rest grpc < <("$PYTHON" - <<'PY'
+read -r gw render rest grpc control < <("$PYTHON" - <<'PY'
 import socket
-socks = [socket.socket() for _ in range(4)]
+socks = [socket.socket() for _ in range(5)]
 for s in socks:
     s.bind(("127.0.0.1", 0))
 print(*(s.getsockname()[1] for s in socks))
 PY
 )
+
+# The simulator's engines (one per role) take free ports and list them in
+# engines.json once they listen; the coordinator's membership is built from it.
+"$work/coordinator-sim" --gateway-addr "127.0.0.1:$gw" --render-addr "127.0.0.1:$render" \
+	--token-delay 1ms --strict=true \
+	--engine-listen 127.0.0.1:0 --engines-file "$work/engines.json" >"$work/sim.log" 2>&1 &
+pids+=($!)
+for ((i = 0; ; i++)); do
+	[[ -f $work/engines.json ]] && break
+	kill -0 "${pids[0]}" 2>/dev/null || { echo "sdk/run-tests.sh: coordinator-sim exited during startup" >&2; exit 1; }
+	((i < 200)) || { echo "sdk/run-tests.sh: no engines.json after 20s" >&2; exit 1; }
+	sleep 0.1
+done
+# JSON is YAML: control.membership.static as a flow sequence of {role, address}.
+static=$("$PYTHON" -c '
+import json, sys
+print(json.dumps([{"role": e["role"], "address": e["address"]} for e in json.load(open(sys.argv[1]))]))' "$work/engines.json")
+"$PYTHON" -c 'import secrets; print(secrets.token_hex(16))' >"$work/control-token"
 
 cat >"$work/config.yaml" <<YAML
 log_level: 2
@@ -89,27 +110,37 @@ pipeline:
     - type: encode
     - type: prefill
     - type: decode
+control:
+  listen_addr: "127.0.0.1:$control"
+  token_file: "$work/control-token"
+  membership:
+    static: $static
 YAML
 
-"$work/coordinator-sim" --gateway-addr "127.0.0.1:$gw" --render-addr "127.0.0.1:$render" \
-	--token-delay 1ms --strict=true >"$work/sim.log" 2>&1 &
-pids+=($!)
 "$work/coordinator" --config "$work/config.yaml" >"$work/coordinator.log" 2>&1 &
 pids+=($!)
 
-# /readyz turns 200 once both of the coordinator's listeners serve.
+# /readyz turns 200 once both of the coordinator's public listeners serve;
+# the control listener answers its token's ListWorkers.
 for ((i = 0; ; i++)); do
-	if curl -fsS -o /dev/null "http://127.0.0.1:$rest/readyz" 2>/dev/null; then break; fi
+	if curl -fsS -o /dev/null "http://127.0.0.1:$rest/readyz" 2>/dev/null &&
+		curl -fsS -o /dev/null -H "Authorization: Bearer $(<"$work/control-token")" \
+			"http://127.0.0.1:$control/v1/rl/workers" 2>/dev/null; then
+		break
+	fi
 	for pid in "${pids[@]}"; do
 		kill -0 "$pid" 2>/dev/null || { echo "sdk/run-tests.sh: a server exited during startup" >&2; exit 1; }
 	done
 	((i < 200)) || { echo "sdk/run-tests.sh: coordinator not ready after 20s" >&2; exit 1; }
 	sleep 0.1
 done
-step "coordinator ready: REST 127.0.0.1:$rest, gRPC 127.0.0.1:$grpc (simulator 127.0.0.1:$gw)"
+step "coordinator ready: REST 127.0.0.1:$rest, gRPC 127.0.0.1:$grpc, control 127.0.0.1:$control (simulator 127.0.0.1:$gw)"
 
 export COORDINATOR_GRPC_ADDR="127.0.0.1:$grpc"
 export COORDINATOR_REST_URL="http://127.0.0.1:$rest"
+export COORDINATOR_CONTROL_ADDR="127.0.0.1:$control"
+COORDINATOR_CONTROL_TOKEN=$(<"$work/control-token")
+export COORDINATOR_CONTROL_TOKEN
 
 step "GET /openapi.json"
 curl -fsS "$COORDINATOR_REST_URL/openapi.json" | "$PYTHON" -c '
@@ -129,6 +160,9 @@ step "TypeScript SDK (sdk/typescript, node --test)"
 
 step "examples/rl_rollout.py"
 "$PYTHON" examples/rl_rollout.py --addr "$COORDINATOR_GRPC_ADDR"
+
+step "examples/rl_loop.py"
+"$PYTHON" examples/rl_loop.py --addr "$COORDINATOR_GRPC_ADDR" --control-addr "$COORDINATOR_CONTROL_ADDR" --max-tokens 256
 
 step "examples/openai_chat.mjs"
 node examples/openai_chat.mjs --base-url "$COORDINATOR_REST_URL/v1"

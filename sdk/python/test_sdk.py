@@ -3,6 +3,11 @@
     COORDINATOR_GRPC_ADDR=127.0.0.1:9090 python3 sdk/python/test_sdk.py -v
     python3 sdk/python/test_sdk.py 127.0.0.1:9090 -v
 
+The control plane's tests need the control listener too (`make run`:
+COORDINATOR_CONTROL_ADDR=127.0.0.1:9091, no token), and the refusal test a
+token (COORDINATOR_CONTROL_TOKEN). They pause, relabel and resume the whole
+fleet: run them against a coordinator nobody else uses.
+
 sdk/run-tests.sh starts the simulator and the coordinator and runs this. The
 expected token IDs and logprobs are sdk/testdata/sim.json, which
 `go test ./sdk` keeps equal to what package sim computes.
@@ -15,8 +20,11 @@ import os
 import pathlib
 import struct
 import sys
+import time
 import unittest
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 HERE = pathlib.Path(__file__).resolve().parent
 try:
@@ -26,10 +34,14 @@ except ImportError:  # running from a checkout: use the committed tree
     import coordinator_sdk
 
 import grpc
+from coordinator.v1 import control_pb2 as control_pb
 from coordinator.v1 import coordinator_pb2 as pb
 
 FIXTURE = json.loads((HERE.parent / "testdata" / "sim.json").read_text())
 ADDRESS = os.environ.get("COORDINATOR_GRPC_ADDR", "")
+CONTROL_ADDRESS = os.environ.get("COORDINATOR_CONTROL_ADDR", "")
+CONTROL_TOKEN = os.environ.get("COORDINATOR_CONTROL_TOKEN") or None
+ROLES = ["decode", "encode", "prefill"]
 
 
 def f32(x: float) -> float:
@@ -186,6 +198,207 @@ class CoordinatorSDKTest(unittest.TestCase):
             list(stream)
         self.assertEqual(grpc.StatusCode.INVALID_ARGUMENT, caught.exception.code())
         self.assertIn("prompt_logprobs", caught.exception.details())
+
+
+def wait_for(what: str, cond: Callable[[], bool], timeout: float = 30) -> None:
+    """Polls cond until it holds; fails after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not after {timeout}s")
+        time.sleep(0.02)
+
+
+class ControlPlaneTest(unittest.TestCase):
+    """coordinator_sdk.connect_control against the control listener."""
+
+    control: coordinator_sdk.ControlClient
+    client: coordinator_sdk.Client
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        if not ADDRESS or not CONTROL_ADDRESS:
+            raise unittest.SkipTest("set COORDINATOR_GRPC_ADDR and COORDINATOR_CONTROL_ADDR (sdk/run-tests.sh does)")
+        cls.control = coordinator_sdk.connect_control(CONTROL_ADDRESS, token=CONTROL_TOKEN, timeout=30)
+        cls.client = coordinator_sdk.connect(ADDRESS)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.control.close()
+        cls.client.close()
+
+    def setUp(self) -> None:
+        # Every test starts and ends on a running fleet at v1.
+        self.addCleanup(self.control.set_weight_version, "v1")
+        self.addCleanup(self.control.resume)
+
+    def test_list_workers(self) -> None:
+        fleet = self.control.list_workers()
+        self.assertGreater(fleet.epoch, 0)
+        self.assertFalse(fleet.fleet_paused)
+        self.assertEqual(0, fleet.held_requests)
+        self.assertEqual(ROLES, [w.worker.role for w in fleet.workers], "one engine per role, sorted by id")
+        for w in fleet.workers:
+            self.assertTrue(w.reachable, w.error)
+            self.assertEqual(f"{w.worker.role}/{w.worker.address}", w.worker.id)
+            self.assertFalse(w.paused)
+            self.assertEqual(1, w.world_size)
+        decode = self.control.list_workers(role="decode")
+        self.assertEqual(["decode"], [w.worker.role for w in decode.workers])
+
+    def test_pause_keep_holds_generate_until_resume(self) -> None:
+        fleet = self.control.list_workers()
+        paused = self.control.pause("keep", epoch=fleet.epoch)
+        self.assertEqual(fleet.epoch, paused.epoch)
+        self.assertEqual([True] * 3, [r.ok for r in paused.results])
+        state = self.control.list_workers()
+        self.assertTrue(state.fleet_paused)
+        self.assertEqual([True] * 3, [w.paused for w in state.workers])
+
+        with ThreadPoolExecutor(1) as pool:
+            rid = request_id()
+            held = pool.submit(self.client.Generate, pb.GenerateRequest(request_id=rid, tokens=tokens_request()),
+                               timeout=60)
+            wait_for("the Generate held at admission", lambda: self.control.list_workers().held_requests == 1)
+            self.assertFalse(held.done(), "a Generate sent during the pause waits for the resume")
+
+            labelled = self.control.set_weight_version("v2", epoch=fleet.epoch)
+            self.assertEqual([True] * 3, [r.ok for r in labelled.results])
+            self.assertEqual(["v2"] * 3, [w.weight_version for w in self.control.list_workers().workers])
+            self.assertFalse(held.done())
+
+            try:
+                resumed = self.control.resume(epoch=fleet.epoch)
+            except BaseException:
+                self.control.resume()  # let the held Generate go before the pool waits for it
+                raise
+            self.assertEqual(1, resumed.released_requests)
+            resp = held.result(timeout=60)
+        self.assertEqual(rid, resp.request_id)
+        self.assertEqual(want(), view(resp.tokens))
+        state = self.control.list_workers()
+        self.assertFalse(state.fleet_paused)
+        self.assertEqual([False] * 3, [w.paused for w in state.workers])
+
+    def test_token_refused(self) -> None:
+        if CONTROL_TOKEN is None:
+            self.skipTest("set COORDINATOR_CONTROL_TOKEN (sdk/run-tests.sh does)")
+        for name, token in {"no token": None, "a wrong token": CONTROL_TOKEN + "x"}.items():
+            with self.subTest(name), coordinator_sdk.connect_control(CONTROL_ADDRESS, token=token, timeout=30) as c:
+                with self.assertRaises(coordinator_sdk.ControlError) as caught:
+                    c.list_workers()
+                self.assertEqual(grpc.StatusCode.UNAUTHENTICATED, caught.exception.code())
+                self.assertIsInstance(caught.exception, grpc.RpcError)
+                with self.assertRaises(grpc.RpcError) as raw:
+                    c.stub.Pause(control_pb.PauseRequest(mode="keep"), timeout=30)
+                self.assertEqual(grpc.StatusCode.UNAUTHENTICATED, raw.exception.code())
+        self.assertFalse(self.control.list_workers().fleet_paused, "a refused Pause paused nothing")
+        # The raw stub of a client with the token sends it too.
+        self.assertEqual(3, len(self.control.stub.ListWorkers(control_pb.ListWorkersRequest(), timeout=30).workers))
+
+    def test_control_failure_detail(self) -> None:
+        fleet = self.control.list_workers()
+        decode = fleet.workers[0].worker.id
+        with self.assertRaises(coordinator_sdk.ControlError) as caught:
+            self.control.relay("weight_checker", body={"action": "nope"}, worker_bodies={decode: {"action": "reset"}})
+        err = caught.exception
+        self.assertEqual(grpc.StatusCode.UNAVAILABLE, err.code())
+        self.assertIsNone(err.membership_changed)
+        self.assertIsNotNone(err.failure)
+        self.assertEqual("/weight_checker", err.failure.route)
+        self.assertEqual([decode], list(err.failure.changed))
+        self.assertEqual([w.worker.id for w in fleet.workers[1:]], list(err.failure.failed))
+        self.assertEqual([200, 400, 400], [r.http_status for r in err.failure.results])
+        self.assertEqual("reset", err.failure.results[0].body["status"])
+        self.assertIn("checksum|reset|compare", err.failure.results[1].error)
+
+    def test_stale_epoch_detail(self) -> None:
+        epoch = self.control.list_workers().epoch
+        with self.assertRaises(coordinator_sdk.ControlError) as caught:
+            self.control.pause("keep", epoch=epoch + 1)
+        err = caught.exception
+        self.assertEqual(grpc.StatusCode.FAILED_PRECONDITION, err.code())
+        self.assertIsNone(err.failure)
+        self.assertIsNotNone(err.membership_changed)
+        self.assertEqual(epoch + 1, err.membership_changed.epoch)
+        self.assertEqual(epoch, err.membership_changed.current_epoch)
+        self.assertEqual(0, len(err.membership_changed.added) + len(err.membership_changed.removed))
+        state = self.control.list_workers()
+        self.assertFalse(state.fleet_paused, "a call at a stale epoch changes nothing")
+        self.assertEqual([False] * 3, [w.paused for w in state.workers])
+
+    def test_abort_and_relay(self) -> None:
+        aborted = self.control.abort(role="decode")
+        self.assertEqual(["decode"], [r.worker.role for r in aborted.results])
+        self.assertTrue(aborted.results[0].ok, aborted.results[0].error)
+        self.assertEqual(0, aborted.results[0].body["aborted"])
+        size = self.control.relay("get_world_size", query={"include_dp": "false"})
+        self.assertEqual([1.0] * 3, [r.body["world_size"] for r in size.results])
+
+    def test_invalid_argument(self) -> None:
+        with self.assertRaises(coordinator_sdk.ControlError) as caught:
+            self.control.pause("later")
+        self.assertEqual(grpc.StatusCode.INVALID_ARGUMENT, caught.exception.code())
+        self.assertIn("mode", caught.exception.details())
+        with self.assertRaises(ValueError):
+            self.control.pause("keep", role="decode", worker_id="decode/x")
+
+
+class FakeRpcError(grpc.RpcError):
+    """A failed call as grpcio raises it: code, details, trailers."""
+
+    def __init__(self, code: grpc.StatusCode, details: str, trailers: tuple) -> None:
+        self._code, self._details, self._trailers = code, details, trailers
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+    def trailing_metadata(self) -> tuple:
+        return self._trailers
+
+
+def field_bytes(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (payload under 128 bytes)."""
+    assert len(payload) < 128
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+class OfflineTest(unittest.TestCase):
+    """What the SDK does without a coordinator."""
+
+    def test_control_error_parses_status_details(self) -> None:
+        failure = control_pb.ControlFailure(route="/pause", changed=["decode/a:1"], failed=["prefill/b:2"])
+        detail = field_bytes(1, b"type.googleapis.com/coordinator.v1.ControlFailure") + \
+            field_bytes(2, failure.SerializeToString())
+        status = b"\x08\x0e" + field_bytes(2, b"/pause failed") + field_bytes(3, detail)
+        err = coordinator_sdk.ControlError(FakeRpcError(
+            grpc.StatusCode.UNAVAILABLE, "/pause failed", (("grpc-status-details-bin", status),)))
+        self.assertEqual(grpc.StatusCode.UNAVAILABLE, err.code())
+        self.assertEqual(failure, err.failure)
+        self.assertIsNone(err.membership_changed)
+
+    def test_control_error_without_details(self) -> None:
+        for trailers in [(), (("grpc-status-details-bin", b"\xff\xff"),), None]:
+            with self.subTest(trailers=trailers):
+                err = coordinator_sdk.ControlError(FakeRpcError(grpc.StatusCode.INTERNAL, "boom", trailers))
+                self.assertIsNone(err.failure)
+                self.assertIsNone(err.membership_changed)
+                self.assertEqual("INTERNAL: boom", str(err))
+
+    def test_merge_tokens_keeps_weight_versions(self) -> None:
+        if "weight_versions" not in pb.TokensChoice.DESCRIPTOR.fields_by_name:
+            self.skipTest("TokensChoice has no weight_versions in this SDK")
+        spans = [pb.WeightVersionSpan(version="v1", start=0, count=2), pb.WeightVersionSpan(version="v2", start=2, count=1)]
+        merged = coordinator_sdk.merge_tokens([
+            pb.GenerateStreamResponse(tokens=pb.TokensChunk(choices=[pb.TokensChoice(index=0, token_ids=[1, 2])])),
+            pb.GenerateStreamResponse(tokens=pb.TokensChunk(choices=[pb.TokensChoice(
+                index=0, token_ids=[3], finish_reason=pb.FINISH_REASON_LENGTH, weight_versions=spans)])),
+        ])
+        self.assertEqual([1, 2, 3], list(merged.choices[0].token_ids))
+        self.assertEqual(spans, list(merged.choices[0].weight_versions))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@
 //	    sampling: { maxTokens: 8, n: 4, logprobs: 0 } } },
 //	}));
 //	client.close();
+//
+// The RL control plane (ControlService, on the control listener) is
+// connectControl (control.ts).
 
 import { create } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@connectrpc/connect";
@@ -27,6 +30,8 @@ import {
 } from "../gen/coordinator/v1/coordinator_pb.js";
 
 export * from "../gen/coordinator/v1/coordinator_pb.js";
+export * from "../gen/coordinator/v1/control_pb.js";
+export { connectControl, controlFailure, membershipChanged, type ControlClient, type ControlOptions } from "./control.js";
 export { create } from "@bufbuild/protobuf";
 export { Code, ConnectError } from "@connectrpc/connect";
 
@@ -81,6 +86,7 @@ export async function mergeTokens(
       }
       merged.tokenIds.push(...ch.tokenIds);
       merged.logprobs.push(...ch.logprobs);
+      mergeWeightVersions(merged, ch);
       if (ch.finishReason !== FinishReason.UNSPECIFIED) {
         merged.finishReason = ch.finishReason;
       }
@@ -91,4 +97,19 @@ export async function mergeTokens(
   }
   out.choices = [...byIndex.keys()].sort((a, b) => a - b).map((i) => byIndex.get(i)!);
   return out;
+}
+
+// WithSpans is a TokensChoice of a coordinator that reports the weight
+// versions behind its tokens (TokensChoice.weight_versions; older
+// generated code lacks the field, hence the structural type).
+type WithSpans = { weightVersions?: unknown[] };
+
+// mergeWeightVersions appends ch's weight-version spans to merged's: they
+// come with a choice's last chunk and cover its whole output.
+function mergeWeightVersions(merged: TokensChoice, ch: TokensChoice): void {
+  const spans = (ch as WithSpans).weightVersions;
+  if (spans !== undefined && spans.length > 0) {
+    const into = merged as WithSpans;
+    (into.weightVersions ??= []).push(...spans);
+  }
 }

@@ -2,13 +2,19 @@
 // coordinator-sim: sdk/run-tests.sh starts both and sets
 // COORDINATOR_GRPC_ADDR. The expected token IDs and logprobs are
 // sdk/testdata/sim.json, which `go test ./sdk` keeps equal to package sim.
+// The control plane's tests need the control listener too
+// (COORDINATOR_CONTROL_ADDR; `make run` serves it on 127.0.0.1:9091 without
+// a token) and, for the refusal, its token (COORDINATOR_CONTROL_TOKEN). They
+// pause and relabel the whole fleet, so they live in this file: node runs a
+// file's tests one after the other, but files side by side.
 //
-//	COORDINATOR_GRPC_ADDR=127.0.0.1:9090 npm test
+//	COORDINATOR_GRPC_ADDR=127.0.0.1:9090 COORDINATOR_CONTROL_ADDR=127.0.0.1:9091 npm test
 
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { after, before, describe, it } from "node:test";
+import { setTimeout as delay } from "node:timers/promises";
+import { after, afterEach, before, describe, it } from "node:test";
 
 import {
   Code,
@@ -16,10 +22,14 @@ import {
   Endpoint,
   FinishReason,
   connect,
+  connectControl,
+  controlFailure,
   create,
+  membershipChanged,
   mergeTokens,
   GenerateRequestSchema,
   GenerateStreamRequestSchema,
+  type ControlClient,
   type CoordinatorClient,
   type TokensRequest,
   type TokensResponse,
@@ -50,6 +60,8 @@ interface Fixture {
 // dist/test/sdk.test.js → sdk/testdata/sim.json
 const fixture: Fixture = JSON.parse(readFileSync(new URL("../../../testdata/sim.json", import.meta.url), "utf8"));
 const address = process.env.COORDINATOR_GRPC_ADDR ?? "";
+const controlAddress = process.env.COORDINATOR_CONTROL_ADDR ?? "";
+const controlToken = process.env.COORDINATOR_CONTROL_TOKEN || undefined;
 
 // The strict simulator wants a fresh request id per request.
 const requestId = () => `sdk-ts-${randomUUID()}`;
@@ -219,5 +231,131 @@ describe("coordinator TypeScript SDK", { skip: address === "" ? "set COORDINATOR
         },
       );
     }
+  });
+});
+
+// waitFor polls cond until it holds; fails after timeoutMs.
+async function waitFor(what: string, cond: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > deadline) {
+      assert.fail(`${what}: not after ${timeoutMs}ms`);
+    }
+    await delay(20);
+  }
+}
+
+// rejection is the ConnectError p fails with.
+async function rejection(p: Promise<unknown>): Promise<ConnectError> {
+  try {
+    await p;
+  } catch (err) {
+    assert.ok(err instanceof ConnectError, String(err));
+    return err;
+  }
+  return assert.fail("the call succeeded");
+}
+
+describe("coordinator TypeScript SDK: the control plane", {
+  skip: address === "" || controlAddress === "" ? "set COORDINATOR_GRPC_ADDR and COORDINATOR_CONTROL_ADDR (sdk/run-tests.sh does)" : false,
+}, () => {
+  let ctl: ControlClient;
+  let client: CoordinatorClient;
+  before(() => {
+    ctl = connectControl(controlAddress, { token: controlToken, defaultTimeoutMs: 30_000 });
+    client = connect(address, { defaultTimeoutMs: 60_000 });
+  });
+  after(() => {
+    ctl.close();
+    client.close();
+  });
+  // Every test ends on a running fleet at v1.
+  afterEach(async () => {
+    await ctl.resume({});
+    await ctl.setWeightVersion({ version: "v1" });
+  });
+
+  it("lists one engine per role with the epoch", async () => {
+    const fleet = await ctl.listWorkers({});
+    assert.ok(fleet.epoch > 0n);
+    assert.equal(fleet.fleetPaused, false);
+    assert.deepEqual(fleet.workers.map((w) => w.worker?.role), ["decode", "encode", "prefill"]);
+    for (const w of fleet.workers) {
+      assert.ok(w.reachable, w.error);
+      assert.equal(w.worker?.id, `${w.worker?.role}/${w.worker?.address}`);
+    }
+    const decode = await ctl.listWorkers({ target: { selector: { case: "role", value: "decode" } } });
+    assert.deepEqual(decode.workers.map((w) => w.worker?.role), ["decode"]);
+  });
+
+  it("holds a Generate sent during a keep pause until the resume, relabelled v2", async () => {
+    const fleet = await ctl.listWorkers({});
+    const paused = await ctl.pause({ mode: "keep", epoch: fleet.epoch });
+    assert.deepEqual(paused.results.map((r) => r.ok), [true, true, true]);
+    const id = requestId();
+    let done = false;
+    const held = client
+      .generate(create(GenerateRequestSchema, { requestId: id, input: { case: "tokens", value: tokensRequest() } }))
+      .finally(() => {
+        done = true;
+      });
+    let released: number | undefined;
+    try {
+      await waitFor("the Generate held at admission", async () => (await ctl.listWorkers({})).heldRequests === 1);
+      assert.equal(done, false, "a Generate sent during the pause waits for the resume");
+      await ctl.setWeightVersion({ version: "v2", epoch: fleet.epoch });
+      assert.deepEqual((await ctl.listWorkers({})).workers.map((w) => w.weightVersion), ["v2", "v2", "v2"]);
+      assert.equal(done, false);
+    } finally {
+      released = (await ctl.resume({ epoch: fleet.epoch })).releasedRequests;
+    }
+    assert.equal(released, 1);
+    const resp = await held;
+    assert.equal(resp.requestId, id);
+    assert.equal(resp.output.case, "tokens");
+    assert.deepEqual(view(resp.output.value), want());
+    assert.equal((await ctl.listWorkers({})).fleetPaused, false);
+  });
+
+  it("refuses a call without the token", { skip: controlToken === undefined ? "set COORDINATOR_CONTROL_TOKEN" : false }, async () => {
+    for (const token of [undefined, `${controlToken}x`]) {
+      const bad = connectControl(controlAddress, { token, defaultTimeoutMs: 30_000 });
+      try {
+        const err = await rejection(bad.pause({ mode: "keep" }));
+        assert.equal(err.code, Code.Unauthenticated);
+      } finally {
+        bad.close();
+      }
+    }
+    assert.equal((await ctl.listWorkers({})).fleetPaused, false, "a refused Pause paused nothing");
+  });
+
+  it("reads the ControlFailure of a fan-out in which a worker failed", async () => {
+    const fleet = await ctl.listWorkers({});
+    const ids = fleet.workers.map((w) => w.worker?.id ?? "");
+    const err = await rejection(
+      ctl.relay({ route: "weight_checker", body: { action: "nope" }, workerBodies: { [ids[0]]: { action: "reset" } } }),
+    );
+    assert.equal(err.code, Code.Unavailable);
+    assert.equal(membershipChanged(err), undefined);
+    const failure = controlFailure(err);
+    assert.ok(failure, "the status carries a ControlFailure");
+    assert.equal(failure.route, "/weight_checker");
+    assert.deepEqual(failure.changed, ids.slice(0, 1));
+    assert.deepEqual(failure.failed, ids.slice(1));
+    assert.deepEqual(failure.results.map((r) => r.httpStatus), [200, 400, 400]);
+    assert.equal(failure.results[0].body?.status, "reset");
+  });
+
+  it("reads the MembershipChanged of a stale epoch, which changes nothing", async () => {
+    const { epoch } = await ctl.listWorkers({});
+    const err = await rejection(ctl.pause({ mode: "keep", epoch: epoch + 1n }));
+    assert.equal(err.code, Code.FailedPrecondition);
+    assert.equal(controlFailure(err), undefined);
+    const stale = membershipChanged(err);
+    assert.ok(stale, "the status carries a MembershipChanged");
+    assert.equal(stale.epoch, epoch + 1n);
+    assert.equal(stale.currentEpoch, epoch);
+    assert.equal((await ctl.listWorkers({})).fleetPaused, false);
   });
 });

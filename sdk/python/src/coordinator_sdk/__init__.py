@@ -15,6 +15,11 @@ increments into one TokensResponse.
             sampling=pb.SamplingParams(max_tokens=8, n=4, logprobs=0))))
         for choice in resp.tokens.choices:
             print(choice.index, list(choice.token_ids))
+
+The RL control plane (coordinator.v1.ControlService, on the control
+listener) is ``connect_control`` (control.py): pause, relabel and resume the
+engines, with the bearer token on every call and ``ControlError`` carrying
+the failure's details.
 """
 
 from __future__ import annotations
@@ -25,8 +30,16 @@ import grpc
 
 from coordinator.v1 import coordinator_pb2 as pb
 from coordinator.v1 import coordinator_pb2_grpc as pb_grpc
+from coordinator_sdk.control import ControlClient, ControlError, connect_control, control_pb, control_pb_grpc
 
-__all__ = ["Client", "connect", "merge_tokens", "pb", "pb_grpc"]
+__all__ = [
+    "Client", "ControlClient", "ControlError", "connect", "connect_control", "control_pb", "control_pb_grpc",
+    "merge_tokens", "pb", "pb_grpc",
+]
+
+# _WEIGHT_VERSIONS: TokensChoice carries the weight versions that produced
+# its tokens (coordinators that predate it do not send them).
+_WEIGHT_VERSIONS = "weight_versions" in pb.TokensChoice.DESCRIPTOR.fields_by_name
 
 # MAX_MESSAGE_BYTES matches the coordinator's default body cap, so a long
 # prompt or a large n is not cut by gRPC's 4 MiB default.
@@ -81,6 +94,8 @@ def merge_tokens(stream: Iterable[pb.GenerateStreamResponse]) -> pb.TokensRespon
                 merged = by_index[ch.index] = pb.TokensChoice(index=ch.index)
             merged.token_ids.extend(ch.token_ids)
             merged.logprobs.extend(ch.logprobs)
+            if _WEIGHT_VERSIONS:
+                merged.weight_versions.extend(ch.weight_versions)
             if ch.finish_reason != pb.FINISH_REASON_UNSPECIFIED:
                 merged.finish_reason = ch.finish_reason
         if msg.tokens.HasField("usage"):
