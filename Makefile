@@ -112,6 +112,12 @@ ROLLOUT_ADDR ?= 127.0.0.1:9090
 rollout: test-deps ## Run examples/rl_rollout.py against ROLLOUT_ADDR (127.0.0.1:9090: make run in another terminal).
 	/usr/bin/python3 examples/rl_rollout.py --addr $(ROLLOUT_ADDR)
 
+CONTROL_ADDR ?= 127.0.0.1:9091
+
+.PHONY: rl-loop
+rl-loop: test-deps ## Run examples/rl_loop.py (rollouts, pause keep, weight version v2, resume, more rollouts) against make run's ROLLOUT_ADDR and CONTROL_ADDR.
+	/usr/bin/python3 examples/rl_loop.py --addr $(ROLLOUT_ADDR) --control-addr $(CONTROL_ADDR)
+
 .PHONY: bench
 bench: ## Benchmarks: coordinator vs a bare reverse proxy (TTFB, CPU), the cascade, rollout tokens/s over gRPC, the in-process transport vs bufconn.
 	go run ./cmd/coordinator-bench $(BENCH_ARGS)
