@@ -19,7 +19,8 @@ import (
 //
 //	{"choices": [{"index": 0, "token_ids": [..], "finish_reason": "length" | null,
 //	              "logprobs": null | {"content": [{"token": "token_id:<id>", "logprob": -0.1,
-//	                                               "top_logprobs": [{"token": "token_id:<id>", "logprob": ..}, ..]}, ..]}}],
+//	                                               "top_logprobs": [{"token": "token_id:<id>", "logprob": ..}, ..]}, ..]},
+//	              "weight_versions": null | [{"version": "v1", "start": 0, "end": ..}, ..]}],
 //	 "usage": {"prompt_tokens": .., "completion_tokens": .., "total_tokens": ..,
 //	           "prompt_tokens_details": null | {"cached_tokens": ..}},
 //	 "prompt_logprobs": null | [null, {"<id>": {"logprob": .., "rank": .., "decoded_token": ..}, ..}, ..]}
@@ -51,10 +52,11 @@ type generateAnswer struct {
 }
 
 type generateChoice struct {
-	Index        uint32        `json:"index"`
-	TokenIDs     []uint32      `json:"token_ids"`
-	FinishReason finishReason  `json:"finish_reason"`
-	Logprobs     *chatLogprobs `json:"logprobs"`
+	Index          uint32        `json:"index"`
+	TokenIDs       []uint32      `json:"token_ids"`
+	FinishReason   finishReason  `json:"finish_reason"`
+	Logprobs       *chatLogprobs `json:"logprobs"`
+	WeightVersions []weightSpan  `json:"weight_versions"` // versions.go
 }
 
 // chatLogprobs is vLLM's ChatCompletionLogProbs.
@@ -156,7 +158,7 @@ func parseTokensResponse(body []byte, prompt []uint32) (*coordinatorv1.TokensRes
 	resp := &coordinatorv1.TokensResponse{Choices: make([]*coordinatorv1.TokensChoice, len(a.Choices))}
 	for i := range a.Choices {
 		c := &coordinatorv1.TokensChoice{Index: a.Choices[i].Index}
-		if err := mergeChoice(c, &a.Choices[i], sc); err != nil {
+		if err := mergeChoice(c, &a.Choices[i], sc, len(a.Choices[i].TokenIDs)); err != nil {
 			return nil, fmt.Errorf("decode answer: choices[%d]%w", i, err)
 		}
 		resp.Choices[i] = c
@@ -173,9 +175,12 @@ func parseTokensResponse(body []byte, prompt []uint32) (*coordinatorv1.TokensRes
 // mergeStreamEvent merges the choices of one GenerateStreamResponse event
 // into chunk: a choice already in chunk (same index) gets the new tokens
 // appended; newChoice hands out an empty choice to add. The event is
-// decoded into sc, and the logprob entries added come from it. The event's
-// usage, if any, becomes the chunk's.
-func mergeStreamEvent(chunk *coordinatorv1.TokensChunk, data []byte, newChoice func() *coordinatorv1.TokensChoice, sc *scratch) error {
+// decoded into sc, and the logprob entries added come from it; outputs
+// counts each choice's tokens over the stream, which its weight versions
+// cover. The event's usage, if any, becomes the chunk's.
+func mergeStreamEvent(chunk *coordinatorv1.TokensChunk, data []byte, newChoice func() *coordinatorv1.TokensChoice,
+	sc *scratch, outputs outputCounts,
+) error {
 	a, err := readAnswer(data, "decode event", sc)
 	if err != nil {
 		return err
@@ -194,7 +199,7 @@ func mergeStreamEvent(chunk *coordinatorv1.TokensChunk, data []byte, newChoice f
 			c.Index = src.Index
 			chunk.Choices = append(chunk.Choices, c)
 		}
-		if err := mergeChoice(c, src, sc); err != nil {
+		if err := mergeChoice(c, src, sc, outputs.add(src.Index, len(src.TokenIDs))); err != nil {
 			return fmt.Errorf("decode event: choices[%d]%w", i, err)
 		}
 	}
@@ -206,8 +211,9 @@ func mergeStreamEvent(chunk *coordinatorv1.TokensChunk, data []byte, newChoice f
 
 // mergeChoice appends the choice's token IDs (copied: src is sc's) and
 // their logprobs (entries sc hands out) to c, and sets its finish reason
-// when the worker sent one.
-func mergeChoice(c *coordinatorv1.TokensChoice, src *generateChoice, sc *scratch) error {
+// and weight versions when the worker sent them; output is the number of
+// tokens of the choice so far, src's included.
+func mergeChoice(c *coordinatorv1.TokensChoice, src *generateChoice, sc *scratch, output int) error {
 	c.TokenIds = append(c.TokenIds, src.TokenIDs...)
 	if src.Logprobs != nil && src.Logprobs.Content != nil {
 		content := src.Logprobs.Content
@@ -236,6 +242,13 @@ func mergeChoice(c *coordinatorv1.TokensChoice, src *generateChoice, sc *scratch
 	}
 	if src.FinishReason != 0 {
 		c.FinishReason = coordinatorv1.FinishReason(src.FinishReason)
+	}
+	if src.WeightVersions != nil { // they cover the whole output: the last wins
+		spans, err := weightVersions(src.WeightVersions, output)
+		if err != nil {
+			return err
+		}
+		c.WeightVersions = spans
 	}
 	return nil
 }

@@ -100,6 +100,27 @@ func TestParseTokensResponse(t *testing.T) {
 			want: &coordinatorv1.TokensResponse{Choices: []*coordinatorv1.TokensChoice{}, Usage: &coordinatorv1.Usage{PromptTokens: 3}},
 		},
 		{
+			name: "weight versions: a weight update in the middle of one choice",
+			body: `{"choices":[{"index":0,"token_ids":[1,2,3],"finish_reason":"length",
+					"weight_versions":[{"version":"v1","start":0,"end":2},{"version":"step-\u00e9 2","start":2,"end":3}]},
+				{"index":1,"token_ids":[4,5],"finish_reason":"length","weight_versions":[{"end":2,"start":0,"version":"v1","extra":null}]}]}`,
+			want: &coordinatorv1.TokensResponse{Choices: []*coordinatorv1.TokensChoice{
+				{TokenIds: []uint32{1, 2, 3}, FinishReason: coordinatorv1.FinishReason_FINISH_REASON_LENGTH,
+					WeightVersions: []*coordinatorv1.WeightVersionSpan{{Version: "v1", Start: 0, Count: 2}, {Version: "step-é 2", Start: 2, Count: 1}}},
+				{Index: 1, TokenIds: []uint32{4, 5}, FinishReason: coordinatorv1.FinishReason_FINISH_REASON_LENGTH,
+					WeightVersions: []*coordinatorv1.WeightVersionSpan{{Version: "v1", Count: 2}}},
+			}},
+		},
+		{
+			name: "weight versions absent, null or empty",
+			body: `{"choices":[{"index":0,"token_ids":[1]},{"index":1,"token_ids":[2],"weight_versions":null},
+				{"index":2,"token_ids":[],"finish_reason":"abort","weight_versions":[]}]}`,
+			want: &coordinatorv1.TokensResponse{Choices: []*coordinatorv1.TokensChoice{
+				{TokenIds: []uint32{1}}, {Index: 1, TokenIds: []uint32{2}},
+				{Index: 2, TokenIds: []uint32{}, FinishReason: coordinatorv1.FinishReason_FINISH_REASON_ABORT},
+			}},
+		},
+		{
 			name: "escaped token spelling",
 			body: `{"choices":[{"index":0,"token_ids":[5],"logprobs":{"content":[{"token":"token_id\u003a5","logprob":-1}]}}]}`,
 			want: &coordinatorv1.TokensResponse{Choices: []*coordinatorv1.TokensChoice{{TokenIds: []uint32{5}, Logprobs: []*coordinatorv1.TokenLogprob{lp(5, -1)}}}},
@@ -139,6 +160,26 @@ func TestParseTokensResponseRejects(t *testing.T) {
 			err: "choices.logprobs.content.logprob"},
 		{name: "bad top logprob", body: `{"choices":[{"token_ids":[1],"logprobs":{"content":[{"token":"token_id:1","logprob":-1,"top_logprobs":[{"token":"token_id:x","logprob":-1}]}]}}]}`,
 			err: `token: not "token_id:<id>"`},
+		{name: "more weight spans than tokens", body: `{"choices":[{"token_ids":[1],"weight_versions":[{"version":"v1","start":0,"end":1},{"version":"v2","start":1,"end":1}]}]}`,
+			err: "choices[0].weight_versions: 2 spans for 1 tokens"},
+		{name: "weight spans without tokens", body: `{"choices":[{"token_ids":[],"weight_versions":[{"version":"v1","start":0,"end":0}]}]}`,
+			err: "choices[0].weight_versions: 1 spans for 0 tokens"},
+		{name: "weight span negative", body: `{"choices":[{"token_ids":[1],"weight_versions":[{"version":"v1","start":-1,"end":1}]}]}`,
+			err: "choices[0].weight_versions[0]: negative start -1"},
+		{name: "weight span inverted", body: `{"choices":[{"token_ids":[1,2],"weight_versions":[{"version":"v1","start":0,"end":1},{"version":"v2","start":2,"end":1}]}]}`,
+			err: "choices[0].weight_versions[1]: end 1 before start 2"},
+		{name: "weight span past 32 bits", body: `{"choices":[{"token_ids":[1],"weight_versions":[{"version":"v1","start":0,"end":4294967296}]}]}`,
+			err: "choices[0].weight_versions[0]: end 4294967296 past 32 bits"},
+		{name: "weight span bound not an integer", body: `{"choices":[{"token_ids":[1],"weight_versions":[{"version":"v1","start":0,"end":1.5}]}]}`,
+			err: "choices.weight_versions.end"},
+		{name: "weight version a number", body: `{"choices":[{"token_ids":[1],"weight_versions":[{"version":2,"start":0,"end":1}]}]}`,
+			err: "choices.weight_versions.version"},
+		{name: "weight version null", body: `{"choices":[{"token_ids":[1],"weight_versions":[{"version":null,"start":0,"end":1}]}]}`,
+			err: "choices[0].weight_versions[0]: version not a string"},
+		{name: "weight version missing", body: `{"choices":[{"token_ids":[1],"weight_versions":[{"start":0,"end":1}]}]}`,
+			err: "choices[0].weight_versions[0]: version not a string"},
+		{name: "weight versions not a list", body: `{"choices":[{"token_ids":[1],"weight_versions":{"version":"v1","start":0,"end":1}}]}`,
+			err: "choices.weight_versions"},
 		{name: "usage not counts", body: `{"choices":[],"usage":{"prompt_tokens":-3}}`, err: "usage.prompt_tokens"},
 		{name: "prompt logprobs for another prompt", body: `{"choices":[],"prompt_logprobs":[null]}`, err: "prompt_logprobs: 1 entries for 3 prompt tokens"},
 		{name: "prompt logprobs key not an ID", body: `{"choices":[],"prompt_logprobs":[null,{"a":{"logprob":-1}},null]}`, err: `prompt_logprobs[1]: key "a"`},
@@ -173,7 +214,7 @@ func TestWorkerErrorObjects(t *testing.T) {
 			for _, parse := range []func([]byte) error{
 				func(b []byte) error { _, err := parseTokensResponse(b, nil); return err },
 				func(b []byte) error {
-					return mergeStreamEvent(&coordinatorv1.TokensChunk{}, b, newTestChoice, &scratch{})
+					return mergeStreamEvent(&coordinatorv1.TokensChunk{}, b, newTestChoice, &scratch{}, outputCounts{})
 				},
 			} {
 				se, ok := errors.AsType[*gateway.StatusError](parse([]byte(tt.body)))
@@ -194,28 +235,31 @@ func TestMergeStreamEvent(t *testing.T) {
 	events := []string{
 		`{"request_id":"r","choices":[{"index":0,"logprobs":{"content":[{"token":"token_id:5","logprob":-1,"top_logprobs":[]}]},"finish_reason":null,"token_ids":[5]}]}`,
 		`{"request_id":"r","choices":[{"index":1,"logprobs":{"content":[{"token":"token_id:8","logprob":-2,"top_logprobs":[]}]},"finish_reason":null,"token_ids":[8]}]}`,
-		`{"request_id":"r","choices":[{"index":0,"logprobs":{"content":[{"token":"token_id:6","logprob":-3,"top_logprobs":[]}]},"finish_reason":"length","token_ids":[6]}]}`,
+		`{"request_id":"r","choices":[{"index":0,"logprobs":{"content":[{"token":"token_id:6","logprob":-3,"top_logprobs":[]}]},"finish_reason":"length","token_ids":[6],` +
+			`"weight_versions":[{"version":"v1","start":0,"end":1},{"version":"v2","start":1,"end":2}]}]}`,
 		`{"request_id":"r","choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3,"total_tokens":7}}`,
 	}
 	var chunk coordinatorv1.TokensChunk
 	var sc scratch
+	outputs := outputCounts{}
 	for _, e := range events {
-		require.NoError(t, mergeStreamEvent(&chunk, []byte(e), newTestChoice, &sc))
+		require.NoError(t, mergeStreamEvent(&chunk, []byte(e), newTestChoice, &sc, outputs))
 	}
 	assertProto(t, &coordinatorv1.TokensChunk{
 		Choices: []*coordinatorv1.TokensChoice{
 			{Index: 0, TokenIds: []uint32{5, 6}, FinishReason: coordinatorv1.FinishReason_FINISH_REASON_LENGTH,
-				Logprobs: []*coordinatorv1.TokenLogprob{{TokenId: 5, Logprob: -1}, {TokenId: 6, Logprob: -3}}},
+				Logprobs:       []*coordinatorv1.TokenLogprob{{TokenId: 5, Logprob: -1}, {TokenId: 6, Logprob: -3}},
+				WeightVersions: []*coordinatorv1.WeightVersionSpan{{Version: "v1", Count: 1}, {Version: "v2", Start: 1, Count: 1}}},
 			{Index: 1, TokenIds: []uint32{8}, Logprobs: []*coordinatorv1.TokenLogprob{{TokenId: 8, Logprob: -2}}},
 		},
 		Usage: &coordinatorv1.Usage{PromptTokens: 4, CompletionTokens: 3, TotalTokens: 7},
 	}, &chunk)
 
-	err := mergeStreamEvent(&chunk, []byte(`{"choices":[{"index":0,"token_ids":[1,2],"logprobs":{"content":[]}}]}`), newTestChoice, &scratch{})
+	err := mergeStreamEvent(&chunk, []byte(`{"choices":[{"index":0,"token_ids":[1,2],"logprobs":{"content":[]}}]}`), newTestChoice, &scratch{}, outputCounts{})
 	assert.ErrorContains(t, err, "decode event: choices[0].logprobs.content: 0 entries for 2 tokens")
-	err = mergeStreamEvent(&chunk, []byte(`{"choices":[{"index":0,"token_ids":[1,2],"logprobs":{"content":null}}]}`), newTestChoice, &scratch{})
+	err = mergeStreamEvent(&chunk, []byte(`{"choices":[{"index":0,"token_ids":[1,2],"logprobs":{"content":null}}]}`), newTestChoice, &scratch{}, outputCounts{})
 	assert.NoError(t, err, "content null: no logprobs")
-	assert.ErrorContains(t, mergeStreamEvent(&chunk, []byte(`{"choices":`), newTestChoice, &scratch{}), "decode event")
+	assert.ErrorContains(t, mergeStreamEvent(&chunk, []byte(`{"choices":`), newTestChoice, &scratch{}, outputCounts{}), "decode event")
 }
 
 func TestTokenID(t *testing.T) {
@@ -353,7 +397,7 @@ func TestJSONBodyEventAgrees(t *testing.T) {
 	t.Parallel()
 	for _, k := range []int{-1, 0, 1, 20} {
 		var a, b coordinatorv1.TokensChunk
-		require.NoError(t, mergeStreamEvent(&a, streamEvent(k), newTestChoice, &scratch{}))
+		require.NoError(t, mergeStreamEvent(&a, streamEvent(k), newTestChoice, &scratch{}, outputCounts{}))
 		require.NoError(t, mergeJSONBodyEvent(&b, streamEvent(k)))
 		assertProto(t, &b, &a)
 	}
@@ -383,11 +427,11 @@ func BenchmarkStreamEvent(b *testing.B) {
 		b.Run(name+"/sink", func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
-			s := &StreamSink{}
+			s := &StreamSink{outputs: outputCounts{}}
 			for b.Loop() {
 				s.chunk.Choices, s.used = s.chunk.Choices[:0], 0
 				s.scratch.release()
-				if err := mergeStreamEvent(&s.chunk, data, s.takeChoice, &s.scratch); err != nil {
+				if err := mergeStreamEvent(&s.chunk, data, s.takeChoice, &s.scratch, s.outputs); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -405,7 +449,7 @@ func BenchmarkStreamEvent(b *testing.B) {
 		})
 		b.Run(name+"/proto-marshal", func(b *testing.B) {
 			var chunk coordinatorv1.TokensChunk
-			if err := mergeStreamEvent(&chunk, data, newTestChoice, &scratch{}); err != nil {
+			if err := mergeStreamEvent(&chunk, data, newTestChoice, &scratch{}, outputCounts{}); err != nil {
 				b.Fatal(err)
 			}
 			msg := &coordinatorv1.GenerateStreamResponse{Chunk: &coordinatorv1.GenerateStreamResponse_Tokens{Tokens: &chunk}}

@@ -85,8 +85,37 @@ func (s *answerScan) choice(c *generateChoice) bool {
 				c.Logprobs = &s.sc.logprobs[len(s.sc.logprobs)-1]
 				return s.logprobs(c.Logprobs)
 			})
+		case "weight_versions":
+			return s.nullOr(&seen, 16, func() bool {
+				var ok bool
+				c.WeightVersions, ok = pooledArray(s, &s.sc.spans, s.weightSpan)
+				return ok
+			})
 		}
-		return s.unknown(key, "index", "token_ids", "finish_reason", "logprobs")
+		return s.unknown(key, "index", "token_ids", "finish_reason", "logprobs", "weight_versions")
+	})
+}
+
+// weightSpan reads a WeightVersionSpan; a negative or wide bound is left to
+// encoding/json (and weightVersions refuses it).
+func (s *answerScan) weightSpan(w *weightSpan) bool {
+	var seen uint8
+	return s.Object(func(key []byte) bool {
+		switch string(key) {
+		case "version": // null leaves it nil
+			return s.nullOr(&seen, 1, func() bool {
+				return s.readString(func(raw []byte) bool {
+					v, ok := jsonbody.String(raw)
+					w.Version = &v
+					return ok
+				})
+			})
+		case "start":
+			return once(&seen, 2) && s.readSpanBound(&w.Start)
+		case "end":
+			return once(&seen, 4) && s.readSpanBound(&w.End)
+		}
+		return s.unknown(key, "version", "start", "end")
 	})
 }
 
@@ -239,6 +268,13 @@ func (s *answerScan) readUint32s(dst *[]uint32) bool {
 func (s *answerScan) readUint32(dst *uint32) bool {
 	var ok bool
 	*dst, ok = s.Uint32()
+	return ok
+}
+
+// readSpanBound reads a span's start or end, if it fits a uint32.
+func (s *answerScan) readSpanBound(dst *int64) bool {
+	v, ok := s.Uint32()
+	*dst = int64(v)
 	return ok
 }
 

@@ -41,7 +41,28 @@ var fastAnswerSeeds = []string{
 	`{"choices":[{"index":0,"logprobs":{"content":[{"token":"token_id:\u0035","logprob":-1,"bytes":[1,2]}]},"token_ids":[5]}]}`,
 	"{\"choices\":[],\"x\":\"\xff\"}",
 	`{"choices":[],"x":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`,
+	// weight_versions: the usual, then near misses.
+	finalEvent,
+	`{"choices":[{"index":0,"token_ids":[1,2],"weight_versions":[{"version":"v1","start":0,"end":1},{"version":"v\u00e92","start":1,"end":2}]}]}`,
+	`{"choices":[{"weight_versions":null},{"weight_versions":[]},{"weight_versions":[{}]}]}`,
+	`{"choices":[{"weight_versions":[{"version":null,"start":0,"end":0,"x":[1]}]}]}`,
+	`{"choices":[{"weight_versions":[null]}]}`,
+	`{"choices":[{"weight_versions":[{"version":"v1","start":-1,"end":1}]}]}`,
+	`{"choices":[{"weight_versions":[{"version":"v1","start":0,"end":4294967296}]}]}`,
+	`{"choices":[{"weight_versions":[{"version":"v1","start":0,"end":1e0}]}]}`,
+	`{"choices":[{"weight_versions":[{"version":1,"start":0,"end":1}]}]}`,
+	`{"choices":[{"weight_versions":[{"version":"a","version":"b"}]}]}`,
+	`{"choices":[{"weight_versions":[{"Version":"a","END":1}]}]}`,
+	`{"choices":[{"weight_versions":[{"version":"\ud800"}]}]}`,
+	`{"choices":[{"weight_versions":[],"weight_versions":[]}]}`,
+	`{"choices":[{"Weight_Versions":[]}]}`,
+	`{"choices":[{"weight_versions":{}}]}`,
 }
+
+// finalEvent is a choice's last event of a vLLM stream: the finish reason
+// and the weight versions of its whole output.
+const finalEvent = `{"request_id":"generate-tokens-0b8f2c6e","choices":[{"index":0,"logprobs":null,"finish_reason":"length","token_ids":[151643],` +
+	`"routed_experts":null,"weight_versions":[{"version":"v1","start":0,"end":3},{"version":"v2","start":3,"end":4}]}]}`
 
 func TestFastAnswerReadsAsEncodingJSON(t *testing.T) {
 	t.Parallel()
@@ -53,6 +74,7 @@ func TestFastAnswerReadsAsEncodingJSON(t *testing.T) {
 	}
 	var sc scratch
 	assert.True(t, fastAnswer(streamEvent(5), sc.newAnswer(), &sc), "the usual event is read without encoding/json")
+	assert.True(t, fastAnswer([]byte(finalEvent), sc.newAnswer(), &sc), "the final event is read without encoding/json")
 	assert.False(t, fastAnswer([]byte(`{"Choices":[]}`), sc.newAnswer(), &sc), "a key in another case is encoding/json's")
 	for _, escaped := range []string{
 		`{"request_id":"a\"b","choices":[{"index":1}]}`,

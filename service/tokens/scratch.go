@@ -17,6 +17,7 @@ type scratch struct {
 	logprobs []chatLogprobs
 	content  []chatLogprob
 	tops     []topLogprob
+	spans    []weightSpan
 	// What mergeChoice hands out for the message's logprobs.
 	entries    block[coordinatorv1.TokenLogprob]
 	topEntries block[coordinatorv1.TopLogprob]
@@ -28,7 +29,7 @@ type scratch struct {
 func (sc *scratch) newAnswer() *generateAnswer {
 	sc.answer = generateAnswer{}
 	sc.choices, sc.tokenIDs, sc.logprobs = sc.choices[:0], sc.tokenIDs[:0], sc.logprobs[:0]
-	sc.content, sc.tops = sc.content[:0], sc.tops[:0]
+	sc.content, sc.tops, sc.spans = sc.content[:0], sc.tops[:0], sc.spans[:0]
 	return &sc.answer
 }
 

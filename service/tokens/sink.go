@@ -49,9 +49,11 @@ func (s *UnarySink) Events([][]byte, []string) error { return errStreamedAnswer 
 // tokens request: each batch of events that arrived together becomes one
 // TokensChunk, the new tokens of each choice merged by index. The worker's
 // last events carry the finish reasons, then the usage; "[DONE]" sends
-// nothing. The message, its choices and their logprob entries are reused,
-// and so is the storage each event is decoded into: SendMsg is done with
-// the message when it returns.
+// nothing. A choice's weight versions come with its last event (vLLM's
+// final chunk) and cover all its tokens, those of earlier chunks included.
+// The message, its choices and their logprob entries are reused, and so is
+// the storage each event is decoded into: SendMsg is done with the message
+// when it returns.
 type StreamSink struct {
 	stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]
 	chunk  coordinatorv1.TokensChunk
@@ -62,10 +64,11 @@ type StreamSink struct {
 	used      int
 	newChoice func() *coordinatorv1.TokensChoice
 	scratch   scratch
+	outputs   outputCounts
 }
 
 func NewStreamSink(stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) *StreamSink {
-	s := &StreamSink{stream: stream}
+	s := &StreamSink{stream: stream, outputs: outputCounts{}}
 	s.msg.Chunk = &coordinatorv1.GenerateStreamResponse_Tokens{Tokens: &s.chunk}
 	s.newChoice = s.takeChoice
 	return s
@@ -79,7 +82,7 @@ func (s *StreamSink) takeChoice() *coordinatorv1.TokensChoice {
 	c := s.choices[s.used]
 	s.used++
 	c.Index, c.FinishReason = 0, coordinatorv1.FinishReason_FINISH_REASON_UNSPECIFIED
-	c.TokenIds, c.Logprobs = c.TokenIds[:0], c.Logprobs[:0]
+	c.TokenIds, c.Logprobs, c.WeightVersions = c.TokenIds[:0], c.Logprobs[:0], nil
 	return c
 }
 
@@ -95,7 +98,7 @@ func (s *StreamSink) Events(data [][]byte, _ []string) error {
 		if string(d) == "[DONE]" {
 			continue
 		}
-		if err := mergeStreamEvent(&s.chunk, d, s.newChoice, &s.scratch); err != nil {
+		if err := mergeStreamEvent(&s.chunk, d, s.newChoice, &s.scratch, s.outputs); err != nil {
 			return err
 		}
 	}

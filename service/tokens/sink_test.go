@@ -241,3 +241,93 @@ func TestTokensStreamSinkAllocs(t *testing.T) {
 	})
 	assert.Zero(t, allocs, "allocations per batch of %d events", len(batch))
 }
+
+// TestTokensStreamSinkWeightVersions: a choice's weight versions come with
+// its last event and cover its tokens of every chunk; a choice message
+// reused for another choice carries none of them.
+func TestTokensStreamSinkWeightVersions(t *testing.T) {
+	t.Parallel()
+	f := &fakeStream{}
+	s := NewStreamSink(f)
+	require.NoError(t, s.Events(events(
+		`{"choices":[{"index":0,"logprobs":null,"finish_reason":null,"token_ids":[10]}]}`,
+		`{"choices":[{"index":1,"logprobs":null,"finish_reason":null,"token_ids":[20]}]}`,
+	), nil))
+	require.NoError(t, s.Events(events(
+		`{"choices":[{"index":0,"logprobs":null,"finish_reason":"length","token_ids":[11],`+
+			`"weight_versions":[{"version":"v1","start":0,"end":1},{"version":"v2","start":1,"end":2}]}]}`,
+		`{"choices":[{"index":1,"logprobs":null,"finish_reason":null,"token_ids":[21]}]}`,
+	), nil))
+	require.NoError(t, s.Events(events(
+		`{"choices":[{"index":1,"logprobs":null,"finish_reason":null,"token_ids":[22]}]}`,
+	), nil))
+	require.NoError(t, s.Events(events(
+		`{"choices":[{"index":1,"logprobs":null,"finish_reason":"stop","token_ids":[],"weight_versions":[{"version":"v2","start":0,"end":3}]}]}`,
+		`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":5,"total_tokens":6}}`,
+	), nil))
+
+	chunk := func(choices ...*coordinatorv1.TokensChoice) *coordinatorv1.GenerateStreamResponse {
+		return &coordinatorv1.GenerateStreamResponse{Chunk: &coordinatorv1.GenerateStreamResponse_Tokens{Tokens: &coordinatorv1.TokensChunk{Choices: choices}}}
+	}
+	last := chunk(&coordinatorv1.TokensChoice{Index: 1, TokenIds: []uint32{}, FinishReason: coordinatorv1.FinishReason_FINISH_REASON_STOP,
+		WeightVersions: []*coordinatorv1.WeightVersionSpan{{Version: "v2", Count: 3}}})
+	last.GetTokens().Usage = &coordinatorv1.Usage{PromptTokens: 1, CompletionTokens: 5, TotalTokens: 6}
+	want := []*coordinatorv1.GenerateStreamResponse{
+		chunk(&coordinatorv1.TokensChoice{Index: 0, TokenIds: []uint32{10}}, &coordinatorv1.TokensChoice{Index: 1, TokenIds: []uint32{20}}),
+		chunk(&coordinatorv1.TokensChoice{Index: 0, TokenIds: []uint32{11}, FinishReason: coordinatorv1.FinishReason_FINISH_REASON_LENGTH,
+			WeightVersions: []*coordinatorv1.WeightVersionSpan{{Version: "v1", Count: 1}, {Version: "v2", Start: 1, Count: 1}}},
+			&coordinatorv1.TokensChoice{Index: 1, TokenIds: []uint32{21}}),
+		chunk(&coordinatorv1.TokensChoice{Index: 1, TokenIds: []uint32{22}}),
+		last,
+	}
+	require.Len(t, f.sent, len(want))
+	for i := range want {
+		assertProto(t, want[i], f.sent[i])
+	}
+}
+
+func TestTokensStreamSinkWeightVersionsBounded(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		events []string
+		err    string
+	}{
+		{
+			name: "more spans than the choice's tokens over the stream",
+			events: []string{
+				`{"choices":[{"index":0,"token_ids":[1]},{"index":1,"token_ids":[5,6,7]}]}`,
+				`{"choices":[{"index":0,"token_ids":[2],"finish_reason":"length","weight_versions":` +
+					`[{"version":"a","start":0,"end":1},{"version":"b","start":1,"end":2},{"version":"c","start":2,"end":2}]}]}`,
+			},
+			err: "decode event: choices[0].weight_versions: 3 spans for 2 tokens",
+		},
+		{
+			name:   "inverted span",
+			events: []string{`{"choices":[{"index":0,"token_ids":[1,2],"finish_reason":"length","weight_versions":[{"version":"a","start":2,"end":0}]}]}`},
+			err:    "decode event: choices[0].weight_versions[0]: end 0 before start 2",
+		},
+		{
+			name:   "version not a string",
+			events: []string{`{"choices":[{"index":0,"token_ids":[1],"finish_reason":"length","weight_versions":[{"version":["a"],"start":0,"end":1}]}]}`},
+			err:    "decode event: json: cannot unmarshal array into Go struct field weightSpan.choices.weight_versions.version of type string",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeStream{}
+			s := NewStreamSink(f)
+			var err error
+			for _, e := range tt.events {
+				if err = s.Events(events(e), nil); err != nil {
+					break
+				}
+			}
+			require.EqualError(t, err, tt.err)
+			assert.Len(t, f.sent, len(tt.events)-1, "nothing of the bad event goes out")
+			_, isUpstream := errors.AsType[*gateway.StatusError](err)
+			assert.False(t, isUpstream, "a malformed answer is the coordinator's problem (Internal)")
+		})
+	}
+}

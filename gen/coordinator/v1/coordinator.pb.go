@@ -1446,9 +1446,16 @@ type TokensChoice struct {
 	// One entry per token in token_ids when logprobs were requested.
 	Logprobs []*TokenLogprob `protobuf:"bytes,3,rep,name=logprobs,proto3" json:"logprobs,omitempty"`
 	// Why the choice ended; unspecified while it goes on.
-	FinishReason  FinishReason `protobuf:"varint,4,opt,name=finish_reason,json=finishReason,proto3,enum=coordinator.v1.FinishReason" json:"finish_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FinishReason FinishReason `protobuf:"varint,4,opt,name=finish_reason,json=finishReason,proto3,enum=coordinator.v1.FinishReason" json:"finish_reason,omitempty"`
+	// Which weights produced the choice's output: contiguous spans in output
+	// order, as the decode worker reported them (vLLM's weight_versions). A
+	// weight update while the choice was generated shows as a new span. On a
+	// stream they come with the choice's last chunk (the one with
+	// finish_reason) and cover its whole output, as vLLM sends them; earlier
+	// chunks have none. Empty when the worker reported none.
+	WeightVersions []*WeightVersionSpan `protobuf:"bytes,5,rep,name=weight_versions,json=weightVersions,proto3" json:"weight_versions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TokensChoice) Reset() {
@@ -1509,6 +1516,81 @@ func (x *TokensChoice) GetFinishReason() FinishReason {
 	return FinishReason_FINISH_REASON_UNSPECIFIED
 }
 
+func (x *TokensChoice) GetWeightVersions() []*WeightVersionSpan {
+	if x != nil {
+		return x.WeightVersions
+	}
+	return nil
+}
+
+// WeightVersionSpan names the weights that produced a run of a choice's
+// output tokens.
+type WeightVersionSpan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The weight version, as the worker labels it (set by the trainer with
+	// the worker's update_weight_version).
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// The first output token of the run: output tokens [start, start+count)
+	// of the choice were produced by the weights labelled version. Counted
+	// over the choice's whole output, not over one chunk's token_ids.
+	Start uint32 `protobuf:"varint,2,opt,name=start,proto3" json:"start,omitempty"`
+	// How many output tokens the run holds.
+	Count         uint32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WeightVersionSpan) Reset() {
+	*x = WeightVersionSpan{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WeightVersionSpan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WeightVersionSpan) ProtoMessage() {}
+
+func (x *WeightVersionSpan) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WeightVersionSpan.ProtoReflect.Descriptor instead.
+func (*WeightVersionSpan) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *WeightVersionSpan) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *WeightVersionSpan) GetStart() uint32 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *WeightVersionSpan) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 // TokenLogprob is the log probability of one generated token.
 type TokenLogprob struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1526,7 +1608,7 @@ type TokenLogprob struct {
 
 func (x *TokenLogprob) Reset() {
 	*x = TokenLogprob{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[19]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +1620,7 @@ func (x *TokenLogprob) String() string {
 func (*TokenLogprob) ProtoMessage() {}
 
 func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[19]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +1633,7 @@ func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
 func (*TokenLogprob) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TokenLogprob) GetTokenId() uint32 {
@@ -1588,7 +1670,7 @@ type TopLogprob struct {
 
 func (x *TopLogprob) Reset() {
 	*x = TopLogprob{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[20]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1682,7 @@ func (x *TopLogprob) String() string {
 func (*TopLogprob) ProtoMessage() {}
 
 func (x *TopLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[20]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1695,7 @@ func (x *TopLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopLogprob.ProtoReflect.Descriptor instead.
 func (*TopLogprob) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TopLogprob) GetTokenId() uint32 {
@@ -1648,7 +1730,7 @@ type PromptLogprob struct {
 
 func (x *PromptLogprob) Reset() {
 	*x = PromptLogprob{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[21]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1742,7 @@ func (x *PromptLogprob) String() string {
 func (*PromptLogprob) ProtoMessage() {}
 
 func (x *PromptLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[21]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1755,7 @@ func (x *PromptLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptLogprob.ProtoReflect.Descriptor instead.
 func (*PromptLogprob) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PromptLogprob) GetTokenId() uint32 {
@@ -1718,7 +1800,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[22]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1812,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[22]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1825,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{22}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Usage) GetPromptTokens() uint32 {
@@ -1801,7 +1883,7 @@ type UpstreamError struct {
 
 func (x *UpstreamError) Reset() {
 	*x = UpstreamError{}
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[23]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1813,7 +1895,7 @@ func (x *UpstreamError) String() string {
 func (*UpstreamError) ProtoMessage() {}
 
 func (x *UpstreamError) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_v1_coordinator_proto_msgTypes[23]
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1826,7 +1908,7 @@ func (x *UpstreamError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamError.ProtoReflect.Descriptor instead.
 func (*UpstreamError) Descriptor() ([]byte, []int) {
-	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{23}
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpstreamError) GetLeg() string {
@@ -1997,12 +2079,17 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x0fprompt_logprobs\x18\x03 \x03(\v2\x1d.coordinator.v1.PromptLogprobR\x0epromptLogprobs\"r\n" +
 	"\vTokensChunk\x126\n" +
 	"\achoices\x18\x01 \x03(\v2\x1c.coordinator.v1.TokensChoiceR\achoices\x12+\n" +
-	"\x05usage\x18\x02 \x01(\v2\x15.coordinator.v1.UsageR\x05usage\"\xbe\x01\n" +
+	"\x05usage\x18\x02 \x01(\v2\x15.coordinator.v1.UsageR\x05usage\"\x8a\x02\n" +
 	"\fTokensChoice\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x1b\n" +
 	"\ttoken_ids\x18\x02 \x03(\rR\btokenIds\x128\n" +
 	"\blogprobs\x18\x03 \x03(\v2\x1c.coordinator.v1.TokenLogprobR\blogprobs\x12A\n" +
-	"\rfinish_reason\x18\x04 \x01(\x0e2\x1c.coordinator.v1.FinishReasonR\ffinishReason\"\x82\x01\n" +
+	"\rfinish_reason\x18\x04 \x01(\x0e2\x1c.coordinator.v1.FinishReasonR\ffinishReason\x12J\n" +
+	"\x0fweight_versions\x18\x05 \x03(\v2!.coordinator.v1.WeightVersionSpanR\x0eweightVersions\"Y\n" +
+	"\x11WeightVersionSpan\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\rR\x05start\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\rR\x05count\"\x82\x01\n" +
 	"\fTokenLogprob\x12\x19\n" +
 	"\btoken_id\x18\x01 \x01(\rR\atokenId\x12\x18\n" +
 	"\alogprob\x18\x02 \x01(\x02R\alogprob\x12=\n" +
@@ -2064,7 +2151,7 @@ func file_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_coordinator_v1_coordinator_proto_goTypes = []any{
 	(Endpoint)(0),                  // 0: coordinator.v1.Endpoint
 	(FinishReason)(0),              // 1: coordinator.v1.FinishReason
@@ -2087,11 +2174,12 @@ var file_coordinator_v1_coordinator_proto_goTypes = []any{
 	(*TokensResponse)(nil),         // 18: coordinator.v1.TokensResponse
 	(*TokensChunk)(nil),            // 19: coordinator.v1.TokensChunk
 	(*TokensChoice)(nil),           // 20: coordinator.v1.TokensChoice
-	(*TokenLogprob)(nil),           // 21: coordinator.v1.TokenLogprob
-	(*TopLogprob)(nil),             // 22: coordinator.v1.TopLogprob
-	(*PromptLogprob)(nil),          // 23: coordinator.v1.PromptLogprob
-	(*Usage)(nil),                  // 24: coordinator.v1.Usage
-	(*UpstreamError)(nil),          // 25: coordinator.v1.UpstreamError
+	(*WeightVersionSpan)(nil),      // 21: coordinator.v1.WeightVersionSpan
+	(*TokenLogprob)(nil),           // 22: coordinator.v1.TokenLogprob
+	(*TopLogprob)(nil),             // 23: coordinator.v1.TopLogprob
+	(*PromptLogprob)(nil),          // 24: coordinator.v1.PromptLogprob
+	(*Usage)(nil),                  // 25: coordinator.v1.Usage
+	(*UpstreamError)(nil),          // 26: coordinator.v1.UpstreamError
 }
 var file_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	11, // 0: coordinator.v1.GetRequestResponse.answer:type_name -> coordinator.v1.OpenAIResponse
@@ -2109,27 +2197,28 @@ var file_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	16, // 12: coordinator.v1.MultimodalFeatures.mm_placeholders:type_name -> coordinator.v1.Placeholder
 	17, // 13: coordinator.v1.MultimodalFeatures.kwargs_data:type_name -> coordinator.v1.KwargsItem
 	20, // 14: coordinator.v1.TokensResponse.choices:type_name -> coordinator.v1.TokensChoice
-	24, // 15: coordinator.v1.TokensResponse.usage:type_name -> coordinator.v1.Usage
-	23, // 16: coordinator.v1.TokensResponse.prompt_logprobs:type_name -> coordinator.v1.PromptLogprob
+	25, // 15: coordinator.v1.TokensResponse.usage:type_name -> coordinator.v1.Usage
+	24, // 16: coordinator.v1.TokensResponse.prompt_logprobs:type_name -> coordinator.v1.PromptLogprob
 	20, // 17: coordinator.v1.TokensChunk.choices:type_name -> coordinator.v1.TokensChoice
-	24, // 18: coordinator.v1.TokensChunk.usage:type_name -> coordinator.v1.Usage
-	21, // 19: coordinator.v1.TokensChoice.logprobs:type_name -> coordinator.v1.TokenLogprob
+	25, // 18: coordinator.v1.TokensChunk.usage:type_name -> coordinator.v1.Usage
+	22, // 19: coordinator.v1.TokensChoice.logprobs:type_name -> coordinator.v1.TokenLogprob
 	1,  // 20: coordinator.v1.TokensChoice.finish_reason:type_name -> coordinator.v1.FinishReason
-	22, // 21: coordinator.v1.TokenLogprob.top_logprobs:type_name -> coordinator.v1.TopLogprob
-	22, // 22: coordinator.v1.PromptLogprob.top_logprobs:type_name -> coordinator.v1.TopLogprob
-	6,  // 23: coordinator.v1.CoordinatorService.Generate:input_type -> coordinator.v1.GenerateRequest
-	8,  // 24: coordinator.v1.CoordinatorService.GenerateStream:input_type -> coordinator.v1.GenerateStreamRequest
-	2,  // 25: coordinator.v1.CoordinatorService.GetRequest:input_type -> coordinator.v1.GetRequestRequest
-	4,  // 26: coordinator.v1.CoordinatorService.DeleteRequest:input_type -> coordinator.v1.DeleteRequestRequest
-	7,  // 27: coordinator.v1.CoordinatorService.Generate:output_type -> coordinator.v1.GenerateResponse
-	9,  // 28: coordinator.v1.CoordinatorService.GenerateStream:output_type -> coordinator.v1.GenerateStreamResponse
-	3,  // 29: coordinator.v1.CoordinatorService.GetRequest:output_type -> coordinator.v1.GetRequestResponse
-	5,  // 30: coordinator.v1.CoordinatorService.DeleteRequest:output_type -> coordinator.v1.DeleteRequestResponse
-	27, // [27:31] is the sub-list for method output_type
-	23, // [23:27] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	21, // 21: coordinator.v1.TokensChoice.weight_versions:type_name -> coordinator.v1.WeightVersionSpan
+	23, // 22: coordinator.v1.TokenLogprob.top_logprobs:type_name -> coordinator.v1.TopLogprob
+	23, // 23: coordinator.v1.PromptLogprob.top_logprobs:type_name -> coordinator.v1.TopLogprob
+	6,  // 24: coordinator.v1.CoordinatorService.Generate:input_type -> coordinator.v1.GenerateRequest
+	8,  // 25: coordinator.v1.CoordinatorService.GenerateStream:input_type -> coordinator.v1.GenerateStreamRequest
+	2,  // 26: coordinator.v1.CoordinatorService.GetRequest:input_type -> coordinator.v1.GetRequestRequest
+	4,  // 27: coordinator.v1.CoordinatorService.DeleteRequest:input_type -> coordinator.v1.DeleteRequestRequest
+	7,  // 28: coordinator.v1.CoordinatorService.Generate:output_type -> coordinator.v1.GenerateResponse
+	9,  // 29: coordinator.v1.CoordinatorService.GenerateStream:output_type -> coordinator.v1.GenerateStreamResponse
+	3,  // 30: coordinator.v1.CoordinatorService.GetRequest:output_type -> coordinator.v1.GetRequestResponse
+	5,  // 31: coordinator.v1.CoordinatorService.DeleteRequest:output_type -> coordinator.v1.DeleteRequestResponse
+	28, // [28:32] is the sub-list for method output_type
+	24, // [24:28] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_coordinator_v1_coordinator_proto_init() }
@@ -2155,15 +2244,15 @@ func file_coordinator_v1_coordinator_proto_init() {
 	}
 	file_coordinator_v1_coordinator_proto_msgTypes[12].OneofWrappers = []any{}
 	file_coordinator_v1_coordinator_proto_msgTypes[15].OneofWrappers = []any{}
-	file_coordinator_v1_coordinator_proto_msgTypes[21].OneofWrappers = []any{}
 	file_coordinator_v1_coordinator_proto_msgTypes[22].OneofWrappers = []any{}
+	file_coordinator_v1_coordinator_proto_msgTypes[23].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordinator_v1_coordinator_proto_rawDesc), len(file_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -183,16 +183,18 @@ class TokenLogprob(_message.Message):
     def __init__(self, token_id: _Optional[int] = ..., logprob: _Optional[float] = ..., top_logprobs: _Optional[_Iterable[_Union[TopLogprob, _Mapping]]] = ...) -> None: ...
 
 class TokensChoice(_message.Message):
-    __slots__ = ["finish_reason", "index", "logprobs", "token_ids"]
+    __slots__ = ["finish_reason", "index", "logprobs", "token_ids", "weight_versions"]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_VERSIONS_FIELD_NUMBER: _ClassVar[int]
     finish_reason: FinishReason
     index: int
     logprobs: _containers.RepeatedCompositeFieldContainer[TokenLogprob]
     token_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, index: _Optional[int] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[_Union[TokenLogprob, _Mapping]]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ...) -> None: ...
+    weight_versions: _containers.RepeatedCompositeFieldContainer[WeightVersionSpan]
+    def __init__(self, index: _Optional[int] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[_Union[TokenLogprob, _Mapping]]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., weight_versions: _Optional[_Iterable[_Union[WeightVersionSpan, _Mapping]]] = ...) -> None: ...
 
 class TokensChunk(_message.Message):
     __slots__ = ["choices", "usage"]
@@ -263,6 +265,16 @@ class Usage(_message.Message):
     prompt_tokens: int
     total_tokens: int
     def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ...) -> None: ...
+
+class WeightVersionSpan(_message.Message):
+    __slots__ = ["count", "start", "version"]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    start: int
+    version: str
+    def __init__(self, version: _Optional[str] = ..., start: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class Endpoint(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
