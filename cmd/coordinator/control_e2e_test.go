@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -97,12 +99,46 @@ type rollout struct {
 	id     string
 	prompt []uint32
 	views  []choiceView
-	err    error
+	// spans are the weight versions of its (one) choice's tokens.
+	spans []spanView
+	err   error
+}
+
+// receive reads a rollout's stream to its end: its choices merged, and
+// the weight versions its last chunk carries.
+func (ro *rollout) receive(stream grpc.ServerStreamingClient[coordinatorv1.GenerateStreamResponse], started chan<- string) error {
+	for first := true; ; first = false {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if first && started != nil {
+			started <- ro.id
+		}
+		choices := msg.GetTokens().GetChoices()
+		if ro.views, err = viewOf(choices, ro.views, true); err != nil {
+			return err
+		}
+		for _, c := range choices {
+			if len(c.GetWeightVersions()) > 0 {
+				ro.spans = spansOf(c)
+			}
+		}
+	}
 }
 
 // startRollouts streams n tokens rollouts of maxTokens each, ids
 // prefix-0..n-1, and returns a channel of their outcomes.
 func (r *rlStack) startRollouts(prefix string, n int, maxTokens uint32) <-chan rollout {
+	return r.startRolloutsNoting(prefix, n, maxTokens, nil)
+}
+
+// startRolloutsNoting is startRollouts sending each rollout's id on
+// started (buffered for n) once its first tokens arrived.
+func (r *rlStack) startRolloutsNoting(prefix string, n int, maxTokens uint32, started chan<- string) <-chan rollout {
 	out := make(chan rollout, n)
 	for i := range n {
 		go func() {
@@ -115,7 +151,7 @@ func (r *rlStack) startRollouts(prefix string, n int, maxTokens uint32) <-chan r
 				}},
 			})
 			if err == nil {
-				ro.views, _, _, err = recvTokens(stream)
+				err = ro.receive(stream, started)
 			}
 			ro.err = err
 			out <- ro
@@ -155,16 +191,21 @@ func waitCtx(t *testing.T) context.Context {
 // engine) and run after the resume.
 func TestRLStepKeepsEveryRollout(t *testing.T) {
 	t.Parallel()
-	const rollouts, held, maxTokens = 64, 4, 40
+	const rollouts, held, maxTokens = 64, 4, 60
 	r := startRLStack(t, sim.Options{Engines: sim.EngineCounts{Prefill: 2, Decode: 2}, TokenDelay: 100 * time.Millisecond})
 	ctx := t.Context()
 	list, err := r.control.ListWorkers(ctx, &coordinatorv1.ListWorkersRequest{})
 	require.NoError(t, err)
 	require.Len(t, list.GetWorkers(), 5, "1 encode, 2 prefill, 2 decode engines")
 
-	inFlight := r.startRollouts("rollout", rollouts, maxTokens)
-	for _, e := range r.engines("decode") {
-		require.NoError(t, e.WaitInFlight(waitCtx(t), rollouts/2), "round robin: half on each decode engine")
+	started := make(chan string, rollouts)
+	inFlight := r.startRolloutsNoting("rollout", rollouts, maxTokens, started)
+	for range rollouts { // each has tokens of v1 before the pause
+		select {
+		case <-started:
+		case <-time.After(time.Minute):
+			t.Fatal("the rollouts did not all start")
+		}
 	}
 	_, err = r.control.Pause(ctx, &coordinatorv1.PauseRequest{Mode: "keep", Epoch: proto.Uint64(list.GetEpoch())})
 	require.NoError(t, err)
@@ -175,7 +216,7 @@ func TestRLStepKeepsEveryRollout(t *testing.T) {
 		return err == nil && l.GetHeldRequests() == held && l.GetFleetPaused()
 	}, time.Minute, 5*time.Millisecond, "the requests sent during the pause wait at admission")
 	for _, e := range r.engines("decode") {
-		require.NoError(t, e.WaitInFlight(waitCtx(t), rollouts/2), "none reached a paused engine")
+		require.NoError(t, e.WaitFrozen(waitCtx(t), rollouts/2), "round robin: half frozen on each decode engine, and none of the held reached one")
 	}
 
 	_, err = r.control.SetWeightVersion(ctx, &coordinatorv1.SetWeightVersionRequest{Version: "v2", Epoch: proto.Uint64(list.GetEpoch())})
@@ -184,13 +225,21 @@ func TestRLStepKeepsEveryRollout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint32(held), resume.GetReleasedRequests())
 
-	for _, got := range []map[string]rollout{collect(t, inFlight, rollouts), collect(t, during, held)} {
+	for i, got := range []map[string]rollout{collect(t, inFlight, rollouts), collect(t, during, held)} {
 		for id, ro := range got {
 			require.NoError(t, ro.err, id)
 			require.Len(t, ro.views, 1, id)
 			assert.Equal(t, sim.CompletionTokens(ro.prompt, maxTokens, 0), ro.views[0].IDs, "%s: every token once, in order", id)
 			assert.Equal(t, coordinatorv1.FinishReason_FINISH_REASON_LENGTH, ro.views[0].Finish, id)
 			assert.Len(t, pdLegs(r.sim, id, "decode"), 1, "%s: one decode leg, never sent again", id)
+			if i == 1 {
+				assert.Equal(t, []spanView{{Version: "v2", Start: 0, Count: maxTokens}}, ro.spans, "%s: started after the resume, all v2", id)
+				continue
+			}
+			require.Len(t, ro.spans, 2, "%s: v1 before the pause, v2 after it: %v", id, ro.spans)
+			assert.Equal(t, "v1", ro.spans[0].Version, id)
+			assert.Equal(t, "v2", ro.spans[1].Version, id)
+			assert.Equal(t, uint32(maxTokens), ro.spans[0].Count+ro.spans[1].Count, id)
 		}
 	}
 	for _, e := range r.sim.Engines() {
