@@ -17,8 +17,8 @@ coordinator's part of that:
      duplicated (one answer per rollout, each choice's tokens counted once:
      usage.completion_tokens is the sum of the choices' tokens);
   4. runs --rollouts more and checks they ran on the new weights: the
-     weight_versions the coordinator reports per choice when it does (all
-     --version), else the workers' version in ListWorkers.
+     weight_versions the coordinator reports per choice (all --version),
+     and the workers' version in ListWorkers.
 
 It prints a short summary and exits non-zero when a check fails; the fleet
 is resumed whatever happens. It leaves the engines labelled --version.
@@ -61,11 +61,6 @@ from coordinator.v1 import coordinator_pb2 as pb
 
 # Prompts as token IDs (cl100k_base: "Hello world", "2 + 2 =").
 PROMPTS = [[9906, 1917], [17, 489, 220, 17, 284]]
-
-# WEIGHT_VERSIONS: the coordinator reports per choice which weights produced
-# its tokens (TokensChoice.weight_versions; SDKs generated before it lack
-# the field).
-WEIGHT_VERSIONS = "weight_versions" in pb.TokensChoice.DESCRIPTOR.fields_by_name
 
 
 class CheckFailed(Exception):
@@ -112,7 +107,7 @@ def start(pool: ThreadPoolExecutor, client: coordinator_sdk.Client, args: argpar
 
 def spans(ch: pb.TokensChoice) -> list[tuple[str, int]]:
     """The choice's weight versions as (version, token count) runs."""
-    return [(s.version, s.count) for s in ch.weight_versions] if WEIGHT_VERSIONS else []
+    return [(s.version, s.count) for s in ch.weight_versions]
 
 
 def check_rollout(r: Rollout, resp: pb.TokensResponse, n: int, max_tokens: int) -> None:
@@ -189,15 +184,13 @@ def update_weights(ctl: coordinator_sdk.ControlClient, version: str) -> tuple[in
 def check_new_weights(ctl: coordinator_sdk.ControlClient, answers: list[pb.TokensResponse], version: str) -> str:
     """Checks the rollouts after the resume ran on version; says how."""
     reported = [spans(ch) for resp in answers for ch in resp.choices]
-    if any(reported):
-        stale = [runs for runs in reported if not runs or {v for v, _ in runs} != {version}]
-        if stale:
-            raise CheckFailed(f"rollouts after the resume report weight versions {stale[:4]}, want {version}")
-        return f"every choice reports {version} (weight_versions)"
+    stale = [runs for runs in reported if not runs or {v for v, _ in runs} != {version}]
+    if stale:
+        raise CheckFailed(f"rollouts after the resume report weight versions {stale[:4]}, want {version}")
     labelled = versions(ctl)
     if set(labelled.values()) != {version}:
         raise CheckFailed(f"after the loop the workers report {labelled}, want {version}")
-    return f"the workers report {version} (ListWorkers; the answers carry no weight_versions)"
+    return f"every choice reports {version} (weight_versions), as every worker does (ListWorkers)"
 
 
 def summary(name: str, rollouts: list[Rollout], answers: list[pb.TokensResponse]) -> str:

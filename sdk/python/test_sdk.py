@@ -389,8 +389,6 @@ class OfflineTest(unittest.TestCase):
                 self.assertEqual("INTERNAL: boom", str(err))
 
     def test_merge_tokens_keeps_weight_versions(self) -> None:
-        if "weight_versions" not in pb.TokensChoice.DESCRIPTOR.fields_by_name:
-            self.skipTest("TokensChoice has no weight_versions in this SDK")
         spans = [pb.WeightVersionSpan(version="v1", start=0, count=2), pb.WeightVersionSpan(version="v2", start=2, count=1)]
         merged = coordinator_sdk.merge_tokens([
             pb.GenerateStreamResponse(tokens=pb.TokensChunk(choices=[pb.TokensChoice(index=0, token_ids=[1, 2])])),

@@ -99,17 +99,10 @@ export async function mergeTokens(
   return out;
 }
 
-// WithSpans is a TokensChoice of a coordinator that reports the weight
-// versions behind its tokens (TokensChoice.weight_versions; older
-// generated code lacks the field, hence the structural type).
-type WithSpans = { weightVersions?: unknown[] };
-
-// mergeWeightVersions appends ch's weight-version spans to merged's: they
+// mergeWeightVersions takes ch's weight-version spans into merged: they
 // come with a choice's last chunk and cover its whole output.
 function mergeWeightVersions(merged: TokensChoice, ch: TokensChoice): void {
-  const spans = (ch as WithSpans).weightVersions;
-  if (spans !== undefined && spans.length > 0) {
-    const into = merged as WithSpans;
-    (into.weightVersions ??= []).push(...spans);
+  if (ch.weightVersions.length > 0) {
+    merged.weightVersions = ch.weightVersions;
   }
 }

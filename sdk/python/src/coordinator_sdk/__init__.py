@@ -37,10 +37,6 @@ __all__ = [
     "merge_tokens", "pb", "pb_grpc",
 ]
 
-# _WEIGHT_VERSIONS: TokensChoice carries the weight versions that produced
-# its tokens (coordinators that predate it do not send them).
-_WEIGHT_VERSIONS = "weight_versions" in pb.TokensChoice.DESCRIPTOR.fields_by_name
-
 # MAX_MESSAGE_BYTES matches the coordinator's default body cap, so a long
 # prompt or a large n is not cut by gRPC's 4 MiB default.
 MAX_MESSAGE_BYTES = 64 << 20
@@ -94,7 +90,8 @@ def merge_tokens(stream: Iterable[pb.GenerateStreamResponse]) -> pb.TokensRespon
                 merged = by_index[ch.index] = pb.TokensChoice(index=ch.index)
             merged.token_ids.extend(ch.token_ids)
             merged.logprobs.extend(ch.logprobs)
-            if _WEIGHT_VERSIONS:
+            if ch.weight_versions:  # with the last chunk, covering the whole output
+                del merged.weight_versions[:]
                 merged.weight_versions.extend(ch.weight_versions)
             if ch.finish_reason != pb.FINISH_REASON_UNSPECIFIED:
                 merged.finish_reason = ch.finish_reason
