@@ -70,7 +70,7 @@ test: test-deps ## Run every test: Go (race detector), then the SDKs and example
 HELM        := go -C tools/helm tool helm
 CHART       := ../../deploy/helm/coordinator
 HELM_FLAGS  := --kube-version 1.30.0
-HELM_ALL_ON := --set tls.enabled=true,tls.clientAuth=require,tracing.enabled=true,autoscaling.enabled=false,monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true,monitoring.dashboard.enabled=true
+HELM_ALL_ON := --set tls.enabled=true,tls.clientAuth=require,tracing.enabled=true,autoscaling.enabled=false,monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true,monitoring.dashboard.enabled=true,control.enabled=true,control.token.existingSecret=coordinator-control-token,control.tls.enabled=true,control.tls.clientAuth=require
 
 .PHONY: helm-check
 helm-check: ## helm lint and helm template of deploy/helm/coordinator (defaults and every switch on).
