@@ -63,8 +63,10 @@ type controlResult struct {
 	Rounds      int                  `json:"rounds"`
 	Routes      []controlRouteResult `json:"routes"`
 	// CPUPerCall is the coordinator's CPU over the measured rounds, per
-	// control call.
+	// control call; DirectCPU this process's during the direct fan-outs,
+	// per fan-out.
 	CPUPerCall time.Duration `json:"coordinator_cpu_per_call_ns"`
+	DirectCPU  time.Duration `json:"direct_cpu_per_fanout_ns"`
 	Err        string        `json:"error,omitempty"`
 }
 
@@ -100,6 +102,7 @@ func runControlFanOut(ctx context.Context, f *fleet, coordinatorBin, simBin stri
 	if err != nil {
 		return r, err
 	}
+	m.directCPU = 0
 	if r.Routes, err = m.rounds(ctx, rounds); err != nil {
 		return r, coordinator.failed(err)
 	}
@@ -108,6 +111,7 @@ func runControlFanOut(ctx context.Context, f *fleet, coordinatorBin, simBin stri
 		return r, err
 	}
 	r.CPUPerCall = (after - before) / time.Duration(rounds*len(controlRoutes))
+	r.DirectCPU = m.directCPU / time.Duration(rounds*len(controlRoutes))
 	return r, nil
 }
 
@@ -212,6 +216,8 @@ func controlConfig(listen string, engines []simEngine) []byte {
 type controlMeasurer struct {
 	client coordinatorv1.ControlServiceClient
 	direct *directFanOut
+	// directCPU sums this process's CPU over the direct fan-outs.
+	directCPU time.Duration
 }
 
 // rounds runs n rounds and returns each route's samples.
@@ -225,14 +231,14 @@ func (m *controlMeasurer) rounds(ctx context.Context, n int) ([]controlRouteResu
 			var direct, call time.Duration
 			var err error
 			if round%2 == 0 {
-				direct, err = m.direct.run(ctx, r.path)
+				direct, err = m.fanOut(ctx, r.path)
 				if err == nil {
 					call, err = m.call(ctx, r.call)
 				}
 			} else {
 				call, err = m.call(ctx, r.call)
 				if err == nil {
-					direct, err = m.direct.run(ctx, r.path)
+					direct, err = m.fanOut(ctx, r.path)
 				}
 			}
 			if err != nil {
@@ -243,6 +249,22 @@ func (m *controlMeasurer) rounds(ctx context.Context, n int) ([]controlRouteResu
 		}
 	}
 	return out, nil
+}
+
+// fanOut runs the direct fan-out of path and adds this process's CPU
+// over it to directCPU.
+func (m *controlMeasurer) fanOut(ctx context.Context, path string) (time.Duration, error) {
+	before, err := processCPU(os.Getpid())
+	if err != nil {
+		return 0, err
+	}
+	took, err := m.direct.run(ctx, path)
+	if err != nil {
+		return 0, err
+	}
+	after, err := processCPU(os.Getpid())
+	m.directCPU += after - before
+	return took, err
 }
 
 // call times one ControlService call to every worker; it fails unless

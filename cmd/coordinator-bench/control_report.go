@@ -57,7 +57,11 @@ func writeControl(w io.Writer, r *controlResult) {
 			passFail(s.AddedP50 <= controlAddedGoal), passFail(s.AddedP99 <= controlAddedGoal))
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "coordinator CPU per control call: %s ms\n", millis(r.CPUPerCall))
+	fmt.Fprintf(w, "coordinator CPU per control call: %s ms; this process's per direct fan-out: %s ms", millis(r.CPUPerCall), millis(r.DirectCPU))
+	if x, ok := ratio(r.CPUPerCall, r.DirectCPU); ok {
+		fmt.Fprintf(w, " (%.2fx)", x)
+	}
+	fmt.Fprintln(w)
 }
 
 // millis formats d in milliseconds with two decimals.

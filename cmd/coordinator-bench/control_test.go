@@ -218,7 +218,7 @@ func TestControlReport(t *testing.T) {
 	assert.Equal(t, 20*time.Millisecond, s.DirectP50)
 	assert.Equal(t, 33*time.Millisecond, s.CallP99)
 
-	r := &controlResult{Engines: 256, Concurrency: 256, Rounds: 3, CPUPerCall: 1500 * time.Microsecond, Routes: []controlRouteResult{
+	r := &controlResult{Engines: 256, Concurrency: 256, Rounds: 3, CPUPerCall: 1500 * time.Microsecond, DirectCPU: 500 * time.Microsecond, Routes: []controlRouteResult{
 		pause, {Call: "Resume", Direct: ms(10, 10, 10), Calls: ms(14, 20, 25)},
 	}}
 	var w bytes.Buffer
@@ -236,7 +236,7 @@ func TestControlReport(t *testing.T) {
 	}
 	assert.Equal(t, "Pause 3 20.00 30.00 21.00 33.00 2.00 3.00 <= 5.00 PASS PASS", row("Pause"))
 	assert.Equal(t, "Resume 3 10.00 10.00 20.00 25.00 10.00 15.00 <= 5.00 FAIL FAIL", row("Resume"))
-	assert.Contains(t, out, "coordinator CPU per control call: 1.50 ms")
+	assert.Contains(t, out, "coordinator CPU per control call: 1.50 ms; this process's per direct fan-out: 0.50 ms (3.00x)")
 
 	w.Reset()
 	writeControl(&w, &controlResult{Engines: 256, Err: "coordinator: exited\nlog tail"})
