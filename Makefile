@@ -113,7 +113,7 @@ rollout: test-deps ## Run examples/rl_rollout.py against ROLLOUT_ADDR (127.0.0.1
 	/usr/bin/python3 examples/rl_rollout.py --addr $(ROLLOUT_ADDR)
 
 .PHONY: bench
-bench: ## Benchmarks: coordinator vs a bare reverse proxy (TTFB, CPU), the cascade, rollout tokens/s over gRPC, the in-process transport vs bufconn.
+bench: ## Benchmarks: coordinator vs a bare reverse proxy (TTFB, CPU), the cascade, the control plane's fan-out to 256 engines, rollout tokens/s over gRPC, the in-process transport vs bufconn.
 	go run ./cmd/coordinator-bench $(BENCH_ARGS)
 	go test -run '^$$' -bench 'Rollout|REST|TracingCost' -benchtime 20x ./cmd/coordinator
 	go test -run '^$$' -bench InProcessTransport -benchtime 1s ./internal/inproc

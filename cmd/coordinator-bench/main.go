@@ -17,7 +17,12 @@
 // skipped prefill fail (see cascade.go). They report both coordinators'
 // TTFB and CPU per request, their ratio and the simulator's CPU per request.
 //
-//	go run ./cmd/coordinator-bench [-duration 8s] [-concurrency 4,64] [-cascade-concurrency 4] [-scenarios chat,chat-stream,...] [-json out.json]
+// The control-fanout probe times the ControlService's Pause and Resume over
+// gRPC to 256 simulated engines, each on its own port, against the same
+// engine route fanned out directly from the bench: the time the control
+// plane adds over the slowest engine's answer (control.go).
+//
+//	go run ./cmd/coordinator-bench [-duration 8s] [-concurrency 4,64] [-cascade-concurrency 4] [-scenarios chat,chat-stream,...] [-control-rounds 200] [-json out.json]
 //
 // It is not a test: it exits non-zero only when it cannot measure (a build
 // or start failure, a failed request), not when the target is missed.
