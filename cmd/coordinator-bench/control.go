@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/cmd/internal/procs"
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 )
 
 // The control-fanout probe measures what the control plane adds to a call

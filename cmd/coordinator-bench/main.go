@@ -339,7 +339,7 @@ func splitScenarios(all []scenario) (hop, cascade, probes []scenario) {
 
 // probeResults are what the probes measured.
 type probeResults struct {
-	Memory []memoryResult `json:"memory,omitempty"`
+	Memory  []memoryResult `json:"memory,omitempty"`
 	Idle    *idleResult    `json:"idle_streams,omitempty"`
 	Control *controlResult `json:"control_fanout,omitempty"`
 }

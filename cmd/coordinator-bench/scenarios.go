@@ -63,10 +63,10 @@ type probeKind int
 
 // The probes.
 const (
-	noProbe          probeKind = iota
-	probeMemory                // peak RSS over idle for one request (memory.go)
-	probeIdleStreams           // goroutines and RSS per idle open stream (idle.go)
-	probeControlFanOut         // a control call's time over the slowest engine's (control.go)
+	noProbe            probeKind = iota
+	probeMemory                  // peak RSS over idle for one request (memory.go)
+	probeIdleStreams             // goroutines and RSS per idle open stream (idle.go)
+	probeControlFanOut           // a control call's time over the slowest engine's (control.go)
 )
 
 // pipeline is a coordinator's pipeline section.
