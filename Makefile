@@ -70,7 +70,7 @@ test: test-deps ## Run every test: Go (race detector), then the SDKs and example
 HELM        := go -C tools/helm tool helm
 CHART       := ../../deploy/helm/coordinator
 HELM_FLAGS  := --kube-version 1.30.0
-HELM_ALL_ON := --set tls.enabled=true,tls.clientAuth=require,tracing.enabled=true,autoscaling.enabled=false,monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true,monitoring.dashboard.enabled=true
+HELM_ALL_ON := --set tls.enabled=true,tls.clientAuth=require,tracing.enabled=true,autoscaling.enabled=false,monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true,monitoring.dashboard.enabled=true,control.enabled=true,control.token.existingSecret=coordinator-control-token,control.tls.enabled=true,control.tls.clientAuth=require
 
 .PHONY: helm-check
 helm-check: ## helm lint and helm template of deploy/helm/coordinator (defaults and every switch on).
@@ -119,7 +119,7 @@ rl-loop: test-deps ## Run examples/rl_loop.py (rollouts, pause keep, weight vers
 	/usr/bin/python3 examples/rl_loop.py --addr $(ROLLOUT_ADDR) --control-addr $(CONTROL_ADDR)
 
 .PHONY: bench
-bench: ## Benchmarks: coordinator vs a bare reverse proxy (TTFB, CPU), the cascade, rollout tokens/s over gRPC, the in-process transport vs bufconn.
+bench: ## Benchmarks: coordinator vs a bare reverse proxy (TTFB, CPU), the cascade, the control plane's fan-out to 256 engines, rollout tokens/s over gRPC, the in-process transport vs bufconn.
 	go run ./cmd/coordinator-bench $(BENCH_ARGS)
 	go test -run '^$$' -bench 'Rollout|REST|TracingCost' -benchtime 20x ./cmd/coordinator
 	go test -run '^$$' -bench InProcessTransport -benchtime 1s ./internal/inproc

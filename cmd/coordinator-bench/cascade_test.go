@@ -100,7 +100,7 @@ func TestSplitAndSelectScenarios(t *testing.T) {
 	hop, cascade, probes = splitScenarios(all)
 	assert.Equal(t, []string{"chat", "chat-stream", "chat-mixed-1kb", "epd-image-1mb-text-64k", "epd-image-1mb-text-64k-paced"}, names(hop))
 	assert.Equal(t, []string{"cascade-image-1mb", "cascade-prompt-32k", "cascade-chat-32k"}, names(cascade))
-	assert.Equal(t, []string{"mem-tokens-20mb", "mem-tokens-20mb-decode", "mem-tokens-64mb", "mem-image-40mb", "mem-chat-blocks", "mem-chat-messages-60mb", "idle-streams"}, names(probes))
+	assert.Equal(t, []string{"mem-tokens-20mb", "mem-tokens-20mb-decode", "mem-tokens-64mb", "mem-image-40mb", "mem-chat-blocks", "mem-chat-messages-60mb", "idle-streams", "control-fanout"}, names(probes))
 	for _, sc := range cascade {
 		assert.NotNil(t, sc.newTemplate, sc.name)
 		assert.Equal(t, cascadePipeline.key(), sc.pipeline.key(), sc.name)

@@ -17,7 +17,12 @@
 // skipped prefill fail (see cascade.go). They report both coordinators'
 // TTFB and CPU per request, their ratio and the simulator's CPU per request.
 //
-//	go run ./cmd/coordinator-bench [-duration 8s] [-concurrency 4,64] [-cascade-concurrency 4] [-scenarios chat,chat-stream,...] [-json out.json]
+// The control-fanout probe times the ControlService's Pause and Resume over
+// gRPC to 256 simulated engines, each on its own port, against the same
+// engine route fanned out directly from the bench: the time the control
+// plane adds over the slowest engine's answer (control.go).
+//
+//	go run ./cmd/coordinator-bench [-duration 8s] [-concurrency 4,64] [-cascade-concurrency 4] [-scenarios chat,chat-stream,...] [-control-rounds 200] [-json out.json]
 //
 // It is not a test: it exits non-zero only when it cannot measure (a build
 // or start failure, a failed request), not when the target is missed.
@@ -61,6 +66,7 @@ type options struct {
 	jsonPath           string
 	perfPath           string
 	idleStreams        int
+	controlRounds      int
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
@@ -77,14 +83,15 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "write the raw results (every sample, in ns) as JSON to this file")
 	fs.StringVar(&o.perfPath, "perf", "", "record the coordinator with perf record -g into this `file`")
 	fs.IntVar(&o.idleStreams, "idle-streams", 1000, "streams the idle-streams probe holds open")
+	fs.IntVar(&o.controlRounds, "control-rounds", 200, "measured rounds of the control-fanout probe (a Pause and a Resume each)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if o.duration <= 0 || o.warmup < 0 || o.rounds < 1 || o.maxRequests < o.rounds || o.idleStreams < 1 {
-		return o, errors.New("-duration must be positive, -warmup not negative, -rounds at least 1, -requests at least -rounds, -idle-streams at least 1")
+	if o.duration <= 0 || o.warmup < 0 || o.rounds < 1 || o.maxRequests < o.rounds || o.idleStreams < 1 || o.controlRounds < 1 {
+		return o, errors.New("-duration must be positive, -warmup not negative, -rounds at least 1, -requests at least -rounds, -idle-streams and -control-rounds at least 1")
 	}
 	var err error
 	if o.concurrency, err = parseInts(*conc); err != nil {
@@ -162,7 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// above run next to idle cascade processes that never served anything.
 	m.cascade(cascadeScenarios, o, ts.cascade)
 	m.res.perfErr = env.stopPerf()
-	m.res.probes, m.res.probeErr = l.runProbes(ctx, env, coordinatorBin, simBin, self, probes, o.idleStreams, stderr)
+	m.res.probes, m.res.probeErr = l.runProbes(ctx, env, probeBins{coordinatorBin, simBin, self}, probes, o, stderr)
 	if ctx.Err() != nil {
 		return errors.New("interrupted")
 	}
@@ -289,6 +296,7 @@ func (r *results) report(stdout io.Writer, o options) error {
 	writeCascadeSummary(stdout, r.cells)
 	writeMemory(stdout, r.probes.Memory)
 	writeIdle(stdout, r.probes.Idle)
+	writeControl(stdout, r.probes.Control)
 	if o.jsonPath != "" {
 		if err := writeJSON(o.jsonPath, o, r.preflights, r.cells, r.probes); err != nil {
 			return err
@@ -331,14 +339,18 @@ func splitScenarios(all []scenario) (hop, cascade, probes []scenario) {
 
 // probeResults are what the probes measured.
 type probeResults struct {
-	Memory []memoryResult `json:"memory,omitempty"`
-	Idle   *idleResult    `json:"idle_streams,omitempty"`
+	Memory  []memoryResult `json:"memory,omitempty"`
+	Idle    *idleResult    `json:"idle_streams,omitempty"`
+	Control *controlResult `json:"control_fanout,omitempty"`
 }
 
-// runProbes runs the memory probes, then the idle-streams probe, each on
-// processes of its own. A probe that fails is reported in its result; the
-// error says some did.
-func (l *loader) runProbes(ctx context.Context, f *fleet, coordinatorBin, simBin, self string, probes []scenario, idleStreams int, progress io.Writer) (probeResults, error) {
+// probeBins are the binaries the probes start.
+type probeBins struct{ coordinator, sim, self string }
+
+// runProbes runs the memory probes, then the idle-streams probe, then the
+// control-fanout probe, each on processes of its own. A probe that fails
+// is reported in its result; the error says some did.
+func (l *loader) runProbes(ctx context.Context, f *fleet, bins probeBins, probes []scenario, o options, progress io.Writer) (probeResults, error) {
 	var (
 		out    probeResults
 		memory []scenario
@@ -351,7 +363,7 @@ func (l *loader) runProbes(ctx context.Context, f *fleet, coordinatorBin, simBin
 	}
 	if len(memory) > 0 {
 		var err error
-		if out.Memory, err = l.runMemoryProbes(ctx, f, coordinatorBin, simBin, self, memory, progress); err != nil {
+		if out.Memory, err = l.runMemoryProbes(ctx, f, bins.coordinator, bins.sim, bins.self, memory, progress); err != nil {
 			return out, err
 		}
 		for _, r := range out.Memory {
@@ -361,15 +373,25 @@ func (l *loader) runProbes(ctx context.Context, f *fleet, coordinatorBin, simBin
 		}
 	}
 	for _, sc := range probes {
-		if sc.probe != probeIdleStreams || ctx.Err() != nil {
-			continue
+		if ctx.Err() != nil {
+			break
 		}
-		r, err := l.runIdleStreams(ctx, f, coordinatorBin, simBin, self, sc, idleStreams, progress)
+		var err error
+		switch sc.probe {
+		case probeIdleStreams:
+			out.Idle, err = l.runIdleStreams(ctx, f, bins.coordinator, bins.sim, bins.self, sc, o.idleStreams, progress)
+			if err != nil {
+				out.Idle.Err = err.Error()
+			}
+		case probeControlFanOut:
+			out.Control, err = runControlFanOut(ctx, f, bins.coordinator, bins.sim, o.controlRounds, progress)
+			if err != nil {
+				out.Control.Err = err.Error()
+			}
+		}
 		if err != nil {
-			r.Err = err.Error()
 			failed++
 		}
-		out.Idle = r
 	}
 	if failed > 0 {
 		return out, fmt.Errorf("%d probes failed", failed)

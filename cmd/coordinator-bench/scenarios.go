@@ -63,9 +63,10 @@ type probeKind int
 
 // The probes.
 const (
-	noProbe          probeKind = iota
-	probeMemory                // peak RSS over idle for one request (memory.go)
-	probeIdleStreams           // goroutines and RSS per idle open stream (idle.go)
+	noProbe            probeKind = iota
+	probeMemory                  // peak RSS over idle for one request (memory.go)
+	probeIdleStreams             // goroutines and RSS per idle open stream (idle.go)
+	probeControlFanOut           // a control call's time over the slowest engine's (control.go)
 )
 
 // pipeline is a coordinator's pipeline section.
@@ -245,6 +246,12 @@ var scenarios = []scenario{
 		pipeline: decodeOnly,
 		probe:    probeIdleStreams,
 		about:    "streamed chats held open after their first event (the simulator's token delay is an hour)",
+	},
+	{
+		name:     "control-fanout",
+		pipeline: decodeOnly,
+		probe:    probeControlFanOut,
+		about:    "ControlService Pause and Resume to 256 engines, over the slowest engine's answer to the same route",
 	},
 }
 
