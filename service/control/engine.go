@@ -44,7 +44,8 @@ type engines struct {
 
 func newEngines() *engines {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.Proxy = nil // the engines are reached directly, whatever HTTP_PROXY says
+	t.Proxy = nil      // the engines are reached directly, whatever HTTP_PROXY says
+	t.MaxIdleConns = 0 // no total limit: keep a connection to every engine of a large fleet between calls
 	t.MaxIdleConnsPerHost = 4
 	t.IdleConnTimeout = 90 * time.Second
 	return &engines{client: &http.Client{Transport: t}}
