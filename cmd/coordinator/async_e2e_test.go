@@ -343,15 +343,17 @@ gateway:
 	app := fx.New(App(cfg, logging.NewLogger(io.Discard, cfg.LogLevel)))
 	require.NoError(t, app.Err(), "building the app connects to nothing")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	start := time.Now()
 	err = app.Start(ctx)
 	elapsed := time.Since(start)
 	require.Error(t, err)
 	want := "pipeline.steps[0] (async-broker): redis_url: redis at " + strings.TrimPrefix(url, "redis://") + " unreachable: context deadline exceeded"
-	assert.Contains(t, err.Error(), want)
-	assert.Less(t, elapsed, brokerStartBound+3*time.Second, "the start is bounded")
+	assert.Contains(t, err.Error(), want, "ended by the broker's own start timeout, not the test's")
+	// Bounded, not a hang: generous for a loaded 2-core machine (it took
+	// 10 s under a full parallel test run), far below the test's minute.
+	assert.Less(t, elapsed, brokerStartBound+25*time.Second, "the start is bounded")
 	// main prints this error as its one stderr line at every log level:
 	// TestBinaryStartFailuresSayWhy ("redis unreachable") runs the binary.
 }
