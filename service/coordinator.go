@@ -6,6 +6,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -58,6 +59,10 @@ type Coordinator struct {
 	// inFlight names each request's legs by its client's id, for the
 	// control plane's abort by id.
 	inFlight *legids.Registry
+	// dpSize and sessionHeader pin a request's prefill and decode legs to
+	// one data-parallel rank (pipeline.dp_size, pipeline.session_header).
+	dpSize        int
+	sessionHeader string
 }
 
 // NewCoordinator builds the service for cfg's body size cap and trust of
@@ -65,7 +70,8 @@ type Coordinator struct {
 func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg config.Config, inFlight *legids.Registry) *Coordinator {
 	return &Coordinator{pipeline: p, metrics: m, log: log, maxBody: cfg.Server.MaxRequestBodyBytes(), limits: cfg.Server.DocumentLimits(),
 		trustTransfer: cfg.Server.TrustClientTransferParams, clientIDOnLegs: cfg.Server.ClientRequestIDOnLegs,
-		trusted: headers.NewTrusted(cfg.Server.TrustedRoutingHeaders...), inFlight: inFlight}
+		trusted: headers.NewTrusted(cfg.Server.TrustedRoutingHeaders...), inFlight: inFlight,
+		dpSize: cfg.Pipeline.DPSize, sessionHeader: cmp.Or(cfg.Pipeline.SessionHeader, headers.SessionID)}
 }
 
 // requestContext is newRequestContext for a body within
@@ -83,8 +89,8 @@ func (c *Coordinator) requestContext(ctx context.Context, id, legID string, in *
 	if err != nil {
 		return rc, err
 	}
-	rc.Header = c.forwardedHeaders(ctx, id, rc.Format.String())
 	rc.LegRequestID = legID
+	c.routeLegs(ctx, rc)
 	if n := rc.Doc.DropMediaUUIDs(); n > 0 {
 		c.log.InfoContext(ctx, "client media uuids dropped", "request_id", id, "api", apiOf(ctx), "endpoint", rc.Format.String(), "parts", n)
 	}

@@ -16,7 +16,7 @@ import (
 // request to that path; the decode worker's answer becomes a TokensResponse.
 func (c *Coordinator) generateTokens(ctx context.Context, id, legID string, in *coordinatorv1.TokensRequest) (*coordinatorv1.GenerateResponse, error) {
 	rc := tokens.NewRequestContext(ctx, id, legID, in, false)
-	rc.Header = c.forwardedHeaders(ctx, id, rc.Format.String())
+	c.routeLegs(ctx, rc)
 	sink := tokens.NewUnarySink(in)
 	rc.Sink = sink
 	if err := c.run(ctx, rc, "Generate"); err != nil {
@@ -37,7 +37,7 @@ func (c *Coordinator) generateTokens(ctx context.Context, id, legID string, in *
 func (c *Coordinator) generateTokensStream(id, legID string, in *coordinatorv1.TokensRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
 	ctx := stream.Context()
 	rc := tokens.NewRequestContext(ctx, id, legID, in, true)
-	rc.Header = c.forwardedHeaders(ctx, id, rc.Format.String())
+	c.routeLegs(ctx, rc)
 	rc.Sink = tokens.NewStreamSink(stream)
 	return c.run(ctx, rc, "GenerateStream")
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/service/metrics"
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 // RoutingHeadersDropped reports a request whose own routing headers were
@@ -32,4 +33,21 @@ func (c *Coordinator) forwardedHeaders(ctx context.Context, id, endpoint string)
 		RoutingHeadersDropped(ctx, c.metrics, c.log, id, apiOf(ctx), endpoint, dropped)
 	}
 	return f
+}
+
+// routeLegs sets what the request's legs carry for routing: the client
+// headers the policy forwards (forwardedHeaders) and, with
+// pipeline.dp_size, the data-parallel rank its prefill and decode legs are
+// pinned to: that of its session id (pipeline.session_header), else of its
+// request id.
+func (c *Coordinator) routeLegs(ctx context.Context, rc *steps.RequestContext) {
+	rc.Header = c.forwardedHeaders(ctx, rc.RequestID, rc.Format.String())
+	if c.dpSize < 2 {
+		return
+	}
+	key := rc.Header.Get(c.sessionHeader)
+	if key == "" {
+		key = rc.RequestID
+	}
+	rc.DPRank = headers.DPRank(key, c.dpSize)
 }

@@ -306,9 +306,10 @@ func (e *engine) public() Engine {
 }
 
 // pickEngine is the engine of a leg: the one named by [EngineHeader] when
-// it holds an engine ID of the role, otherwise the role's next engine up,
-// round robin. It fails (502) when the named engine or every engine of
-// the role is stopped.
+// it holds an engine ID of the role, otherwise the engine its session is
+// bound to ([SessionByID]), otherwise the role's next engine up, round
+// robin. It fails (502) when the named engine or every engine of the role
+// is stopped.
 func (s *Sim) pickEngine(rl role, h http.Header) (*engine, *apiError) {
 	pool := s.engines[rl]
 	if name := strings.TrimSpace(h.Get(EngineHeader)); name != "" {
@@ -321,6 +322,34 @@ func (s *Sim) pickEngine(rl role, h http.Header) (*engine, *apiError) {
 			}
 		}
 	}
+	if sid := h.Get("X-Session-Id"); sid != "" && s.opts.SessionAffinity == SessionByID {
+		return s.sessionEngine(rl, sid)
+	}
+	return s.nextUp(rl)
+}
+
+// sessionEngine is the engine session sid is bound to for role rl, bound
+// now (round robin) when it has none or its engine is down.
+func (s *Sim) sessionEngine(rl role, sid string) (*engine, *apiError) {
+	s.sessionsMu.Lock()
+	defer s.sessionsMu.Unlock()
+	if e := s.sessions[rl][sid]; e != nil && e.up() {
+		return e, nil
+	}
+	e, apiErr := s.nextUp(rl)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	if s.sessions[rl] == nil {
+		s.sessions[rl] = map[string]*engine{}
+	}
+	s.sessions[rl][sid] = e
+	return e, nil
+}
+
+// nextUp is the role's next engine up, round robin.
+func (s *Sim) nextUp(rl role) (*engine, *apiError) {
+	pool := s.engines[rl]
 	start := s.nextEngine[rl].Add(1) - 1
 	for i := range len(pool) {
 		if e := pool[(int(start)+i)%len(pool)]; e.up() {

@@ -30,6 +30,9 @@ type Leg struct {
 	// Status is the response status, or 0 while no status was sent (a
 	// request still running, a hang fault).
 	Status int
+	// Engine is the ID of the engine that answered the leg ("decode-1"),
+	// empty until it answered (and for render legs).
+	Engine string
 }
 
 // Legs returns a copy of the recorded legs, oldest first, in arrival order.
@@ -51,8 +54,9 @@ type legLog struct {
 }
 
 type legEntry struct {
-	leg    Leg // immutable once appended, except through status
+	leg    Leg // immutable once appended, except through status and engine
 	status atomic.Int32
+	engine atomic.Pointer[string]
 }
 
 func newLegLog(maxLegs, maxBytes int) *legLog {
@@ -97,6 +101,9 @@ func (l *legLog) snapshot() []Leg {
 		leg.Header = leg.Header.Clone()
 		leg.Body = bytes.Clone(leg.Body)
 		leg.Status = int(e.status.Load())
+		if id := e.engine.Load(); id != nil {
+			leg.Engine = *id
+		}
 		legs[i] = leg
 	}
 	return legs
@@ -130,6 +137,9 @@ func (w *statusWriter) WriteHeader(code int) {
 	if !w.wroteHeader {
 		w.wroteHeader = true
 		w.entry.status.Store(int32(code))
+		if id := w.Header().Get(EngineHeader); id != "" {
+			w.entry.engine.Store(&id)
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }

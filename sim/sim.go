@@ -70,7 +70,17 @@ type Options struct {
 	// WorldSize is what every engine's GET /get_world_size answers.
 	// Default 1.
 	WorldSize int
+	// SessionAffinity is the gateway's session affinity, as the llm-d
+	// EPP's "session_id" strategy does it: SessionByID binds the value of a
+	// leg's x-session-id to the engine its first leg of each role went to,
+	// and sends the session's later legs of that role there while it is
+	// up. "" (the default): round robin only.
+	SessionAffinity string
 }
+
+// SessionByID is the Options.SessionAffinity that binds x-session-id to
+// one engine per role.
+const SessionByID = "session_id"
 
 // Sim is a simulated gateway, worker pools and render service. All methods
 // are safe for concurrent use; the handlers share the state of one Sim.
@@ -92,6 +102,9 @@ type Sim struct {
 	engines       [roleDecode + 1][]*engine
 	nextEngine    [roleDecode + 1]atomic.Uint64
 	engineServers sync.WaitGroup
+	// sessions binds a session id to an engine per role (SessionByID).
+	sessionsMu sync.Mutex
+	sessions   [roleDecode + 1]map[string]*engine
 }
 
 // New returns a simulator; it starts nothing.

@@ -28,6 +28,10 @@ type RequestContext struct {
 	// Header holds the client headers forwarded on every leg, as the
 	// header policy let them through (package headers).
 	Header headers.Forwarded
+	// DPRank is the data-parallel rank the prefill and decode legs are
+	// pinned to (pipeline.dp_size: headers.DPRank of the session, else the
+	// request id); empty: not pinned. See PDHeader.
+	DPRank string
 	// Body is the client's JSON object exactly as it came; nothing changes
 	// it. The body as the steps edited it is Doc.
 	Body []byte
@@ -105,4 +109,16 @@ func (rc *RequestContext) Document() (*requestbody.Document, error) {
 	}
 	rc.Doc = doc
 	return doc, nil
+}
+
+// PDHeader is the header of a prefill or decode leg: Header, with
+// X-data-parallel-rank when the request is pinned to a rank (DPRank), so
+// that both legs, and every turn of a session, reach one rank.
+func (rc *RequestContext) PDHeader() headers.Forwarded {
+	if rc.DPRank == "" {
+		return rc.Header
+	}
+	h := rc.Header.Clone()
+	h.Set(headers.DataParallelRank, rc.DPRank)
+	return h
 }

@@ -285,6 +285,18 @@ type Pipeline struct {
 	UseOpenAIFormat bool `param:"use_openai_format"`
 	// Steps run in this order. Key pipeline.steps; not settable by env.
 	Steps []Step `param:"steps"`
+	// DPSize pins each request's prefill and decode legs to one
+	// data-parallel rank of engines of this many ranks: X-data-parallel-rank
+	// is the hash of its session id (SessionHeader) or, without one, its
+	// request id, modulo DPSize, so both legs and every turn of a session
+	// meet on one rank (coordinator extension). Key pipeline.dp_size,
+	// default 0 (not pinned; 1 is the same), env COORDINATOR_PIPELINE_DP_SIZE.
+	DPSize int `param:"dp_size"`
+	// SessionHeader names the header that carries a request's session id
+	// (the llm-d EPP's session affinity reads the same; gRPC: the call
+	// metadata of that name). Key pipeline.session_header, default
+	// "x-session-id", env COORDINATOR_PIPELINE_SESSION_HEADER.
+	SessionHeader string `param:"session_header"`
 }
 
 // Step is one pipeline entry: a step type and its params.
@@ -340,7 +352,7 @@ func Default() Config {
 			Transport:           gateway.TransportH1,
 			MaxAnswerSize:       defaultMaxAnswerSize,
 		},
-		Pipeline: Pipeline{UseOpenAIFormat: true},
+		Pipeline: Pipeline{UseOpenAIFormat: true, SessionHeader: headers.SessionID},
 		Control:  defaultControl(),
 	}
 }
@@ -396,6 +408,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Control.validate(); err != nil {
+		return err
+	}
+	if err := c.Pipeline.validatePinning(); err != nil {
 		return err
 	}
 	return c.Pipeline.Validate()
@@ -532,6 +547,17 @@ func positive(durations ...keyed) error {
 		if k.d <= 0 {
 			return fmt.Errorf("%s: must be positive, got %s", k.key, k.d)
 		}
+	}
+	return nil
+}
+
+// validatePinning checks dp_size and session_header.
+func (p Pipeline) validatePinning() error {
+	switch {
+	case p.DPSize < 0 || p.DPSize > 4096:
+		return fmt.Errorf("pipeline.dp_size: must be between 0 and 4096, got %d", p.DPSize)
+	case p.SessionHeader != "" && !headers.Forwardable(p.SessionHeader):
+		return fmt.Errorf("pipeline.session_header: must name a header the legs receive, got %q", p.SessionHeader)
 	}
 	return nil
 }

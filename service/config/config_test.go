@@ -75,6 +75,7 @@ func reference() config.Config {
 			KVConnector:     "kv-shared-storage",
 			ECConnector:     "ec-shared-storage",
 			UseOpenAIFormat: true,
+			SessionHeader:   "x-session-id",
 			Steps: []config.Step{
 				{Type: "replace-media-urls", Params: map[string]any{
 					"download_timeout":         "10s",
@@ -161,7 +162,7 @@ func TestParseDefaults(t *testing.T) {
 			IdleConnTimeout:     90 * time.Second,
 			Timeout:             60 * time.Second,
 		}),
-		Pipeline: config.Pipeline{UseOpenAIFormat: true},
+		Pipeline: config.Pipeline{UseOpenAIFormat: true, SessionHeader: "x-session-id"},
 		// Tracing keys left unset: the OTEL_* variables decide (service/tracing.go).
 		Tracing: config.Tracing{},
 		// The control plane off, with its defaults for when it is turned on.

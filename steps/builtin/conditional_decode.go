@@ -66,7 +66,7 @@ func (c *ConditionalDecode) Execute(ctx context.Context, rc *steps.RequestContex
 		Path:      rc.Format.Path(),
 		Profile:   gateway.ProfileDecode,
 		RequestID: rc.LegID(),
-		Header:    rc.Header,
+		Header:    rc.PDHeader(),
 		Prefer:    preferIfAvailable,
 		Parts:     body,
 	})

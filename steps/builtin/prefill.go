@@ -128,7 +128,7 @@ func (p *Prefill) execute(ctx context.Context, rc *steps.RequestContext) error {
 		Path:      format.Path(),
 		Profile:   gateway.ProfilePrefill,
 		RequestID: rc.LegID(),
-		Header:    rc.Header,
+		Header:    rc.PDHeader(),
 		Parts:     body,
 		Retry:     true,
 	})
