@@ -63,6 +63,8 @@ type Coordinator struct {
 	// one data-parallel rank (pipeline.dp_size, pipeline.session_header).
 	dpSize        int
 	sessionHeader string
+	// versionPolicy is pipeline.version_policy (weight_versions.go).
+	versionPolicy string
 }
 
 // NewCoordinator builds the service for cfg's body size cap and trust of
@@ -71,7 +73,8 @@ func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg
 	return &Coordinator{pipeline: p, metrics: m, log: log, maxBody: cfg.Server.MaxRequestBodyBytes(), limits: cfg.Server.DocumentLimits(),
 		trustTransfer: cfg.Server.TrustClientTransferParams, clientIDOnLegs: cfg.Server.ClientRequestIDOnLegs,
 		trusted: headers.NewTrusted(cfg.Server.TrustedRoutingHeaders...), inFlight: inFlight,
-		dpSize: cfg.Pipeline.DPSize, sessionHeader: cmp.Or(cfg.Pipeline.SessionHeader, headers.SessionID)}
+		dpSize: cfg.Pipeline.DPSize, sessionHeader: cmp.Or(cfg.Pipeline.SessionHeader, headers.SessionID),
+		versionPolicy: cmp.Or(cfg.Pipeline.VersionPolicy, config.VersionPolicyAny)}
 }
 
 // requestContext is newRequestContext for a body within
@@ -197,7 +200,7 @@ func (c *Coordinator) finish(ctx context.Context, rc *steps.RequestContext, answ
 		code = st.Code()
 		c.logDone(ctx, level, msg, api, rc, start, span, []slog.Attr{slog.String("code", code.String()), slog.String("error", err.Error())})
 		span.Fail(code, st.Message())
-		setAnswerHeader(ctx, relayedHeader(err))
+		setAnswerHeader(ctx, relayedHeader(err), rc.PD.Answer.WeightVersion)
 		err = st.Err()
 	}
 	span.Finish(code)

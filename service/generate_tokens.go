@@ -17,7 +17,7 @@ import (
 func (c *Coordinator) generateTokens(ctx context.Context, id, legID string, in *coordinatorv1.TokensRequest) (*coordinatorv1.GenerateResponse, error) {
 	rc := tokens.NewRequestContext(ctx, id, legID, in, false)
 	c.routeLegs(ctx, rc)
-	sink := tokens.NewUnarySink(in)
+	sink := tokens.NewUnarySink(in, c.versionCheck(ctx, rc))
 	rc.Sink = sink
 	if err := c.run(ctx, rc, "Generate"); err != nil {
 		return nil, err
@@ -38,6 +38,6 @@ func (c *Coordinator) generateTokensStream(id, legID string, in *coordinatorv1.T
 	ctx := stream.Context()
 	rc := tokens.NewRequestContext(ctx, id, legID, in, true)
 	c.routeLegs(ctx, rc)
-	rc.Sink = tokens.NewStreamSink(stream)
+	rc.Sink = tokens.NewStreamSink(stream, c.versionCheck(ctx, rc))
 	return c.run(ctx, rc, "GenerateStream")
 }

@@ -69,7 +69,9 @@ type answerSink struct {
 
 // Header implements steps.Sink: the sinks it wraps leave answer headers to
 // it.
-func (s *answerSink) Header(h http.Header) { setAnswerHeader(s.ctx, h) }
+func (s *answerSink) Header(h http.Header) {
+	setAnswerHeader(s.ctx, h, s.rc.PD.Answer.WeightVersion)
+}
 
 func (s *answerSink) first() {
 	if !s.started {

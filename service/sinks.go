@@ -18,8 +18,18 @@ import (
 // go out with it (a gRPC error before any message included: grpc-go then
 // sends them in a header frame of their own before the status). The REST
 // front turns them back into response headers.
-func setAnswerHeader(ctx context.Context, h http.Header) {
-	if md := headers.AnswerMetadata(h); md.Len() > 0 {
+//
+// prefillVersion, when not empty, is the weight version the request's
+// prefill ran on (from its answer's weight_versions): it goes out as
+// x-prefill-weight-version, the coordinator's alone (a worker's is
+// dropped).
+func setAnswerHeader(ctx context.Context, h http.Header, prefillVersion string) {
+	md := headers.AnswerMetadata(h)
+	md.Delete(headers.PrefillWeightVersion)
+	if prefillVersion != "" {
+		md.Set(headers.PrefillWeightVersion, prefillVersion)
+	}
+	if md.Len() > 0 {
 		_ = grpc.SetHeader(ctx, md)
 	}
 }

@@ -297,7 +297,21 @@ type Pipeline struct {
 	// metadata of that name). Key pipeline.session_header, default
 	// "x-session-id", env COORDINATOR_PIPELINE_SESSION_HEADER.
 	SessionHeader string `param:"session_header"`
+	// VersionPolicy decides what a tokens answer whose prefill and decode
+	// ran on different weight versions becomes (both read from the
+	// workers' weight_versions): "any" serves it (counted, the prefill's
+	// version in x-prefill-weight-version), "consistent" ends it with a
+	// retryable UNAVAILABLE naming both. Key pipeline.version_policy,
+	// default "any", env COORDINATOR_PIPELINE_VERSION_POLICY (coordinator
+	// extension).
+	VersionPolicy string `param:"version_policy"`
 }
+
+// The pipeline.version_policy values.
+const (
+	VersionPolicyAny        = "any"
+	VersionPolicyConsistent = "consistent"
+)
 
 // Step is one pipeline entry: a step type and its params.
 type Step struct {
@@ -352,7 +366,7 @@ func Default() Config {
 			Transport:           gateway.TransportH1,
 			MaxAnswerSize:       defaultMaxAnswerSize,
 		},
-		Pipeline: Pipeline{UseOpenAIFormat: true, SessionHeader: headers.SessionID},
+		Pipeline: Pipeline{UseOpenAIFormat: true, SessionHeader: headers.SessionID, VersionPolicy: VersionPolicyAny},
 		Control:  defaultControl(),
 	}
 }
@@ -558,6 +572,8 @@ func (p Pipeline) validatePinning() error {
 		return fmt.Errorf("pipeline.dp_size: must be between 0 and 4096, got %d", p.DPSize)
 	case p.SessionHeader != "" && !headers.Forwardable(p.SessionHeader):
 		return fmt.Errorf("pipeline.session_header: must name a header the legs receive, got %q", p.SessionHeader)
+	case p.VersionPolicy != "" && p.VersionPolicy != VersionPolicyAny && p.VersionPolicy != VersionPolicyConsistent:
+		return fmt.Errorf(`pipeline.version_policy: must be "any" or "consistent", got %q`, p.VersionPolicy)
 	}
 	return nil
 }

@@ -73,6 +73,7 @@ func TestParseErrors(t *testing.T) {
 		{name: "control hold wait", yaml: minimal + "control: {hold: {max_wait: 0s}}", err: "control.hold.max_wait: must be positive, got 0s"},
 		{name: "control token without listener", yaml: minimal + "control: {token_file: /x}", err: "control.tls and control.token_file need control.listen_addr"},
 
+		{name: "version policy", yaml: minimal + "pipeline: {version_policy: latest}", err: `pipeline.version_policy: must be "any" or "consistent", got "latest"`},
 		{name: "dp size", yaml: minimal + "pipeline: {dp_size: -1}", err: "pipeline.dp_size: must be between 0 and 4096, got -1"},
 		{name: "session header owned", yaml: minimal + "pipeline: {session_header: x-data-parallel-rank}", err: `pipeline.session_header: must name a header the legs receive, got "x-data-parallel-rank"`},
 

@@ -76,6 +76,7 @@ func reference() config.Config {
 			ECConnector:     "ec-shared-storage",
 			UseOpenAIFormat: true,
 			SessionHeader:   "x-session-id",
+			VersionPolicy:   "any",
 			Steps: []config.Step{
 				{Type: "replace-media-urls", Params: map[string]any{
 					"download_timeout":         "10s",
@@ -162,7 +163,7 @@ func TestParseDefaults(t *testing.T) {
 			IdleConnTimeout:     90 * time.Second,
 			Timeout:             60 * time.Second,
 		}),
-		Pipeline: config.Pipeline{UseOpenAIFormat: true, SessionHeader: "x-session-id"},
+		Pipeline: config.Pipeline{UseOpenAIFormat: true, SessionHeader: "x-session-id", VersionPolicy: "any"},
 		// Tracing keys left unset: the OTEL_* variables decide (service/tracing.go).
 		Tracing: config.Tracing{},
 		// The control plane off, with its defaults for when it is turned on.

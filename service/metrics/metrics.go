@@ -71,6 +71,8 @@ type Metrics struct {
 	routingDropped *prometheus.CounterVec
 	// held counts the requests held during a pause by outcome (control.go).
 	held *prometheus.CounterVec
+	// mismatches counts the weight-version mismatches (control.go).
+	mismatches *prometheus.CounterVec
 	// GRPC are the gRPC server's per-method metrics; its interceptors go
 	// on the server.
 	GRPC *grpcprom.ServerMetrics
@@ -93,6 +95,7 @@ func New() *Metrics {
 	m.transferDropped = newTransferDropped(m.registry)
 	m.routingDropped = newRoutingDropped(m.registry)
 	m.held = newHeld(m.registry)
+	m.mismatches = newVersionMismatches(m.registry)
 	m.initialize()
 	return m
 }

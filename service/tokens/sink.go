@@ -19,16 +19,41 @@ var errStreamedAnswer = errors.New("decode worker streamed an answer to a non-st
 type UnarySink struct {
 	prompt []uint32 // the request's token IDs, for prompt_logprobs
 	resp   *coordinatorv1.TokensResponse
+	check  VersionCheck
 }
 
-func NewUnarySink(in *coordinatorv1.TokensRequest) *UnarySink {
-	return &UnarySink{prompt: in.GetTokenIds()}
+// VersionCheck is told the weight version that sampled a choice's first
+// token, once the answer names it; its error ends the answer instead (the
+// service's pipeline.version_policy).
+type VersionCheck func(decodeVersion string) error
+
+// checkVersions runs check (nil: none) on each choice that names its
+// weight versions.
+func checkVersions(check VersionCheck, choices []*coordinatorv1.TokensChoice) error {
+	if check == nil {
+		return nil
+	}
+	for _, c := range choices {
+		if spans := c.GetWeightVersions(); len(spans) > 0 {
+			if err := check(spans[0].GetVersion()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func NewUnarySink(in *coordinatorv1.TokensRequest, check VersionCheck) *UnarySink {
+	return &UnarySink{prompt: in.GetTokenIds(), check: check}
 }
 
 // Response implements steps.Sink.
 func (s *UnarySink) Response(_ int, _ string, body []byte) error {
 	resp, err := parseTokensResponse(body, s.prompt)
 	if err != nil {
+		return err
+	}
+	if err := checkVersions(s.check, resp.GetChoices()); err != nil {
 		return err
 	}
 	s.resp = resp
@@ -65,10 +90,13 @@ type StreamSink struct {
 	newChoice func() *coordinatorv1.TokensChoice
 	scratch   scratch
 	outputs   outputCounts
+	check     VersionCheck
 }
 
-func NewStreamSink(stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) *StreamSink {
-	s := &StreamSink{stream: stream, outputs: outputCounts{}}
+// NewStreamSink is the sink of stream; check (nil: none) is told each
+// choice's first weight version before the chunk that names it is sent.
+func NewStreamSink(stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse], check VersionCheck) *StreamSink {
+	s := &StreamSink{stream: stream, outputs: outputCounts{}, check: check}
 	s.msg.Chunk = &coordinatorv1.GenerateStreamResponse_Tokens{Tokens: &s.chunk}
 	s.newChoice = s.takeChoice
 	return s
@@ -105,6 +133,9 @@ func (s *StreamSink) Events(data [][]byte, _ []string) error {
 	if len(s.chunk.Choices) == 0 && s.chunk.Usage == nil {
 		return nil
 	}
+	if err := checkVersions(s.check, s.chunk.Choices); err != nil {
+		return err
+	}
 	return s.stream.Send(&s.msg)
 }
 
@@ -113,6 +144,9 @@ func (s *StreamSink) Events(data [][]byte, _ []string) error {
 func (s *StreamSink) Response(_ int, _ string, body []byte) error {
 	resp, err := parseTokensResponse(body, nil)
 	if err != nil {
+		return err
+	}
+	if err := checkVersions(s.check, resp.GetChoices()); err != nil {
 		return err
 	}
 	s.chunk.Choices, s.chunk.Usage = resp.GetChoices(), resp.GetUsage()

@@ -41,7 +41,7 @@ func events(data ...string) [][]byte {
 func TestTokensStreamSink(t *testing.T) {
 	t.Parallel()
 	f := &fakeStream{}
-	s := NewStreamSink(f)
+	s := NewStreamSink(f, nil)
 	// What a worker streams for n=2, two tokens each, with usage: the
 	// events of one token round arrive together.
 	require.NoError(t, s.Events(events(
@@ -78,7 +78,7 @@ func TestTokensStreamSink(t *testing.T) {
 func TestTokensStreamSinkMergesOneChoice(t *testing.T) {
 	t.Parallel()
 	f := &fakeStream{}
-	s := NewStreamSink(f)
+	s := NewStreamSink(f, nil)
 	require.NoError(t, s.Events(events(
 		`{"choices":[{"index":0,"logprobs":{"content":[{"token":"token_id:5","logprob":-0.5,"top_logprobs":[{"token":"token_id:5","logprob":-0.5}]}]},"token_ids":[5]}]}`,
 		`{"choices":[{"index":0,"logprobs":{"content":[{"token":"token_id:6","logprob":-1.5,"top_logprobs":[]}]},"finish_reason":"length","token_ids":[6]}]}`,
@@ -103,7 +103,7 @@ func TestTokensStreamSinkFailures(t *testing.T) {
 	t.Run("unreadable event", func(t *testing.T) {
 		t.Parallel()
 		f := &fakeStream{}
-		err := NewStreamSink(f).Events(events(`{"choices":[{"token_ids":["x"]}]}`), nil)
+		err := NewStreamSink(f, nil).Events(events(`{"choices":[{"token_ids":["x"]}]}`), nil)
 		require.Error(t, err)
 		assert.Empty(t, f.sent, "nothing of a bad batch goes out")
 		_, isUpstream := errors.AsType[*gateway.StatusError](err)
@@ -112,7 +112,7 @@ func TestTokensStreamSinkFailures(t *testing.T) {
 	t.Run("worker error event", func(t *testing.T) {
 		t.Parallel()
 		f := &fakeStream{}
-		err := NewStreamSink(f).Events(events(`{"error":{"message":"engine dead","code":500}}`), nil)
+		err := NewStreamSink(f, nil).Events(events(`{"error":{"message":"engine dead","code":500}}`), nil)
 		se, ok := errors.AsType[*gateway.StatusError](err)
 		require.True(t, ok)
 		assert.Equal(t, 500, se.StatusCode)
@@ -120,7 +120,7 @@ func TestTokensStreamSinkFailures(t *testing.T) {
 	t.Run("client gone", func(t *testing.T) {
 		t.Parallel()
 		f := &fakeStream{err: context.Canceled}
-		err := NewStreamSink(f).Events(events(`{"choices":[{"index":0,"token_ids":[1]}]}`), nil)
+		err := NewStreamSink(f, nil).Events(events(`{"choices":[{"index":0,"token_ids":[1]}]}`), nil)
 		assert.ErrorIs(t, err, context.Canceled)
 	})
 }
@@ -128,7 +128,7 @@ func TestTokensStreamSinkFailures(t *testing.T) {
 func TestTokensStreamSinkWholeAnswer(t *testing.T) {
 	t.Parallel()
 	f := &fakeStream{}
-	s := NewStreamSink(f)
+	s := NewStreamSink(f, nil)
 	require.NoError(t, s.Response(200, "application/json",
 		[]byte(`{"choices":[{"index":0,"token_ids":[1,2],"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`)))
 	require.Len(t, f.sent, 1)
@@ -141,7 +141,7 @@ func TestTokensStreamSinkWholeAnswer(t *testing.T) {
 
 func TestTokensUnarySink(t *testing.T) {
 	t.Parallel()
-	s := NewUnarySink(&coordinatorv1.TokensRequest{TokenIds: []uint32{1, 2}})
+	s := NewUnarySink(&coordinatorv1.TokensRequest{TokenIds: []uint32{1, 2}}, nil)
 	assert.ErrorIs(t, s.Events(events(`{}`), nil), errStreamedAnswer)
 	require.NoError(t, s.Response(200, "application/json",
 		[]byte(`{"choices":[{"index":0,"token_ids":[3],"finish_reason":"stop"}],"prompt_logprobs":[null,{"2":{"logprob":-1}}]}`)))
@@ -159,7 +159,7 @@ func TestTokensUnarySink(t *testing.T) {
 func TestTokensStreamSinkReusesOnlyWhatIsSent(t *testing.T) {
 	t.Parallel()
 	f := &fakeStream{}
-	s := NewStreamSink(f)
+	s := NewStreamSink(f, nil)
 	var want []*coordinatorv1.GenerateStreamResponse
 	id := uint32(100)
 	for b := range 24 {
@@ -224,7 +224,7 @@ func (*discardStream) Send(*coordinatorv1.GenerateStreamResponse) error { return
 // samples, one token each, with logprobs). Not parallel: AllocsPerRun
 // counts the whole process's allocations.
 func TestTokensStreamSinkAllocs(t *testing.T) {
-	s := NewStreamSink(&discardStream{})
+	s := NewStreamSink(&discardStream{}, nil)
 	var batch [][]byte
 	for i := range 4 {
 		batch = append(batch, []byte(fmt.Sprintf(`{"request_id":"generate-tokens-0b8f2c6e","choices":[{"index":%d,"logprobs":`+
@@ -248,7 +248,7 @@ func TestTokensStreamSinkAllocs(t *testing.T) {
 func TestTokensStreamSinkWeightVersions(t *testing.T) {
 	t.Parallel()
 	f := &fakeStream{}
-	s := NewStreamSink(f)
+	s := NewStreamSink(f, nil)
 	require.NoError(t, s.Events(events(
 		`{"choices":[{"index":0,"logprobs":null,"finish_reason":null,"token_ids":[10]}]}`,
 		`{"choices":[{"index":1,"logprobs":null,"finish_reason":null,"token_ids":[20]}]}`,
@@ -317,7 +317,7 @@ func TestTokensStreamSinkWeightVersionsBounded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := &fakeStream{}
-			s := NewStreamSink(f)
+			s := NewStreamSink(f, nil)
 			var err error
 			for _, e := range tt.events {
 				if err = s.Events(events(e), nil); err != nil {
@@ -330,4 +330,34 @@ func TestTokensStreamSinkWeightVersionsBounded(t *testing.T) {
 			assert.False(t, isUpstream, "a malformed answer is the coordinator's problem (Internal)")
 		})
 	}
+}
+
+// TestSinksCheckTheFirstWeightVersion: both sinks tell the version check
+// the version of each choice's first token once the answer names it, and
+// end the answer with its error instead of sending it.
+func TestSinksCheckTheFirstWeightVersion(t *testing.T) {
+	t.Parallel()
+	refuse := errors.New("mismatch")
+	var seen []string
+	check := func(v string) error {
+		seen = append(seen, v)
+		if v == "v2" {
+			return refuse
+		}
+		return nil
+	}
+	unary := NewUnarySink(&coordinatorv1.TokensRequest{TokenIds: []uint32{1}}, check)
+	err := unary.Response(200, "application/json", []byte(`{"choices":[{"index":0,"token_ids":[4,5],"weight_versions":[{"version":"v2","start":0,"end":1},{"version":"v3","start":1,"end":2}]}]}`))
+	require.ErrorIs(t, err, refuse)
+	assert.Nil(t, unary.Answer(), "a refused answer is not kept")
+	require.NoError(t, unary.Response(200, "application/json", []byte(`{"choices":[{"index":0,"token_ids":[4],"weight_versions":[{"version":"v1","start":0,"end":1}]}]}`)))
+	assert.NotNil(t, unary.Answer())
+
+	f := &fakeStream{}
+	stream := NewStreamSink(f, check)
+	require.NoError(t, stream.Events(events(`{"choices":[{"index":0,"token_ids":[4]}]}`), nil), "no versions yet: nothing to check")
+	err = stream.Events(events(`{"choices":[{"index":0,"token_ids":[5],"finish_reason":"length","weight_versions":[{"version":"v2","start":0,"end":2}]}]}`), nil)
+	require.ErrorIs(t, err, refuse)
+	assert.Len(t, f.sent, 1, "the chunk naming the mismatch is not sent")
+	assert.Equal(t, []string{"v2", "v1", "v2"}, seen)
 }

@@ -26,6 +26,7 @@ const (
 	keyPromptTokensDetails = "prompt_tokens_details"
 	keyCachedTokens        = "cached_tokens"
 	keyChoices             = "choices"
+	keyWeightVersions      = "weight_versions"
 )
 
 // PrefillAnswer is what the prefill worker's answer leaves for the
@@ -44,6 +45,10 @@ type PrefillAnswer struct {
 	// Echo is the prompt as a completions echo shows it; nil unless the
 	// client asked for echo with logprobs.
 	Echo *EchoPrompt
+	// WeightVersion is the weight version that sampled the prefill's token
+	// (a tokens-in answer's first choice's first weight_versions span);
+	// empty when the answer names none (the OpenAI formats).
+	WeightVersion string
 }
 
 // Usage is the token usage of an answer.
@@ -82,7 +87,34 @@ func ReadPrefillAnswer(resp *http.Response, leg string, f legs.Format) (json.Raw
 	if raw, ok := holder.Get(bodykeys.PromptLogprobs); ok && len(raw) > 0 && raw[0] == '[' {
 		a.PromptLogprobs = bytes.Clone(raw)
 	}
+	if f == legs.FormatGenerate {
+		a.WeightVersion = firstWeightVersion(obj)
+	}
 	return legs.ObjectMember(obj, bodykeys.KVTransferParams), a, nil
+}
+
+// firstWeightVersion is the version of the first weight_versions span of
+// a tokens-in answer's first choice, "" when there is none or it is not a
+// string.
+func firstWeightVersion(obj *jsonbody.Object) string {
+	choice := firstChoice(obj)
+	if choice == nil {
+		return ""
+	}
+	raw, ok := choice.Get(keyWeightVersions)
+	if !ok || len(raw) == 0 || raw[0] != '[' {
+		return ""
+	}
+	var version string
+	_ = jsonbody.EachElement(raw, func(_ int, elem []byte) error {
+		if span, err := jsonbody.ParseObject(elem); err == nil {
+			if v, ok := span.Get("version"); ok {
+				_ = json.Unmarshal(v, &version)
+			}
+		}
+		return errStop
+	})
+	return version
 }
 
 // answerCachedTokens reads the answer's prompt-cache count in format f's

@@ -13,6 +13,10 @@ const DataParallelRank = "x-data-parallel-rank"
 // (pipeline.session_header): the llm-d EPP's session affinity reads it.
 const SessionID = "x-session-id"
 
+// PrefillWeightVersion is the answer header naming the weight version a
+// request's prefill ran on, when its answer said (a tokens-in prefill).
+const PrefillWeightVersion = "x-prefill-weight-version"
+
 // DPRank is the data-parallel rank of the requests keyed key (a session
 // id, else the request id) on engines of size ranks: the FNV-1a hash of
 // key modulo size, as text. The same key always gets the same rank, so a
