@@ -200,7 +200,7 @@ func (c *Coordinator) finish(ctx context.Context, rc *steps.RequestContext, answ
 		code = st.Code()
 		c.logDone(ctx, level, msg, api, rc, start, span, []slog.Attr{slog.String("code", code.String()), slog.String("error", err.Error())})
 		span.Fail(code, st.Message())
-		setAnswerHeader(ctx, relayedHeader(err), rc.PD.Answer.WeightVersion)
+		setAnswerHeader(ctx, relayedHeader(err), rc)
 		err = st.Err()
 	}
 	span.Finish(code)

@@ -70,7 +70,7 @@ type answerSink struct {
 // Header implements steps.Sink: the sinks it wraps leave answer headers to
 // it.
 func (s *answerSink) Header(h http.Header) {
-	setAnswerHeader(s.ctx, h, s.rc.PD.Answer.WeightVersion)
+	setAnswerHeader(s.ctx, h, s.rc)
 }
 
 func (s *answerSink) first() {

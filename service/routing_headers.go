@@ -36,12 +36,17 @@ func (c *Coordinator) forwardedHeaders(ctx context.Context, id, endpoint string)
 }
 
 // routeLegs sets what the request's legs carry for routing: the client
-// headers the policy forwards (forwardedHeaders) and, with
-// pipeline.dp_size, the data-parallel rank its prefill and decode legs are
+// headers the policy forwards (forwardedHeaders), the phases' own session
+// tokens of a joined x-session-token (steps.RequestContext.PDHeader), and,
+// with pipeline.dp_size, the data-parallel rank its prefill and decode legs are
 // pinned to: that of its session id (pipeline.session_header), else of its
 // request id.
 func (c *Coordinator) routeLegs(ctx context.Context, rc *steps.RequestContext) {
 	rc.Header = c.forwardedHeaders(ctx, rc.RequestID, rc.Format.String())
+	if t, joined := headers.SplitSessionToken(rc.Header.Get(headers.SessionToken)); joined {
+		rc.SessionTokens = t
+		rc.Header.Del(headers.SessionToken)
+	}
 	if c.dpSize < 2 {
 		return
 	}

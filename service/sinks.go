@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 // setAnswerHeader gives the client the headers of a worker's answer that
@@ -17,17 +19,26 @@ import (
 // header metadata: set before the first message or the call's error, they
 // go out with it (a gRPC error before any message included: grpc-go then
 // sends them in a header frame of their own before the status). The REST
-// front turns them back into response headers.
-//
-// prefillVersion, when not empty, is the weight version the request's
-// prefill ran on (from its answer's weight_versions): it goes out as
-// x-prefill-weight-version, the coordinator's alone (a worker's is
-// dropped).
-func setAnswerHeader(ctx context.Context, h http.Header, prefillVersion string) {
+// front turns them back into response headers. Two are the coordinator's
+// alone (a worker's is dropped): x-prefill-weight-version, the weight
+// version rc's prefill ran on when its answer said; and, after P/D, the
+// x-session-token that joins the prefill's and the decode's own
+// (headers.JoinSessionTokens), which the client sends back to keep both.
+func setAnswerHeader(ctx context.Context, h http.Header, rc *steps.RequestContext) {
 	md := headers.AnswerMetadata(h)
 	md.Delete(headers.PrefillWeightVersion)
-	if prefillVersion != "" {
-		md.Set(headers.PrefillWeightVersion, prefillVersion)
+	if v := rc.PD.Answer.WeightVersion; v != "" {
+		md.Set(headers.PrefillWeightVersion, v)
+	}
+	if rc.PD.Done {
+		t := headers.PhaseTokens{Prefill: cmp.Or(rc.PD.Answer.SessionToken, rc.SessionTokens.Prefill), Decode: rc.SessionTokens.Decode}
+		if v := md.Get(headers.SessionToken); len(v) > 0 {
+			t.Decode = v[0]
+		}
+		md.Delete(headers.SessionToken)
+		if t != (headers.PhaseTokens{}) {
+			md.Set(headers.SessionToken, headers.JoinSessionTokens(t))
+		}
 	}
 	if md.Len() > 0 {
 		_ = grpc.SetHeader(ctx, md)

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -322,11 +323,25 @@ func (s *Sim) pickEngine(rl role, h http.Header) (*engine, *apiError) {
 			}
 		}
 	}
-	if sid := h.Get("X-Session-Id"); sid != "" && s.opts.SessionAffinity == SessionByID {
-		return s.sessionEngine(rl, sid)
+	switch s.opts.SessionAffinity {
+	case SessionByID:
+		if sid := h.Get("X-Session-Id"); sid != "" {
+			return s.sessionEngine(rl, sid)
+		}
+	case SessionByToken:
+		if id, err := base64.StdEncoding.DecodeString(h.Get("X-Session-Token")); err == nil {
+			for _, e := range pool {
+				if e.id == string(id) && e.up() {
+					return e, nil
+				}
+			}
+		}
 	}
 	return s.nextUp(rl)
 }
+
+// sessionToken is the x-session-token naming engine e (SessionByToken).
+func sessionToken(e *engine) string { return base64.StdEncoding.EncodeToString([]byte(e.id)) }
 
 // sessionEngine is the engine session sid is bound to for role rl, bound
 // now (round robin) when it has none or its engine is down.

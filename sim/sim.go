@@ -71,16 +71,22 @@ type Options struct {
 	// Default 1.
 	WorldSize int
 	// SessionAffinity is the gateway's session affinity, as the llm-d
-	// EPP's "session_id" strategy does it: SessionByID binds the value of a
-	// leg's x-session-id to the engine its first leg of each role went to,
-	// and sends the session's later legs of that role there while it is
-	// up. "" (the default): round robin only.
+	// EPP's strategies do it. SessionByID binds the value of a leg's
+	// x-session-id to the engine its first leg of each role went to, and
+	// sends the session's later legs of that role there while it is up.
+	// SessionByToken writes x-session-token, the base64 of the engine's
+	// ID, on every worker answer, and sends a leg that carries one naming
+	// an engine of its role that is up to that engine. "" (the default):
+	// round robin only.
 	SessionAffinity string
 }
 
-// SessionByID is the Options.SessionAffinity that binds x-session-id to
-// one engine per role.
-const SessionByID = "session_id"
+// The Options.SessionAffinity strategies, named as the llm-d EPP names
+// them.
+const (
+	SessionByID    = "session_id"
+	SessionByToken = "encoded_endpoint_header"
+)
 
 // Sim is a simulated gateway, worker pools and render service. All methods
 // are safe for concurrent use; the handlers share the state of one Sim.

@@ -123,6 +123,9 @@ func (s *Sim) serveLeg(w http.ResponseWriter, r *http.Request, call legCall) {
 	}
 	defer call.engine.done(fl)
 	w.Header().Set(EngineHeader, call.engine.id)
+	if s.opts.SessionAffinity == SessionByToken {
+		w.Header().Set("X-Session-Token", sessionToken(call.engine))
+	}
 	if call.role == roleEncode {
 		s.answerEncode(r.Context(), w, call, req, model)
 		return

@@ -32,6 +32,10 @@ type RequestContext struct {
 	// pinned to (pipeline.dp_size: headers.DPRank of the session, else the
 	// request id); empty: not pinned. See PDHeader.
 	DPRank string
+	// SessionTokens are the phases' own session tokens of a joined
+	// x-session-token the client sent back (headers.JoinSessionTokens);
+	// Header then holds none. See PDHeader.
+	SessionTokens headers.PhaseTokens
 	// Body is the client's JSON object exactly as it came; nothing changes
 	// it. The body as the steps edited it is Doc.
 	Body []byte
@@ -111,14 +115,26 @@ func (rc *RequestContext) Document() (*requestbody.Document, error) {
 	return doc, nil
 }
 
-// PDHeader is the header of a prefill or decode leg: Header, with
+// PDHeader is the header of a prefill or decode leg of phase (the
+// gateway's EPP profile: "prefill" or "decode"): Header, with
 // X-data-parallel-rank when the request is pinned to a rank (DPRank), so
-// that both legs, and every turn of a session, reach one rank.
-func (rc *RequestContext) PDHeader() headers.Forwarded {
-	if rc.DPRank == "" {
+// that both legs, and every turn of a session, reach one rank; and with
+// the phase's own x-session-token when the client sent a joined one
+// (SessionTokens).
+func (rc *RequestContext) PDHeader(phase string) headers.Forwarded {
+	token := rc.SessionTokens.Prefill
+	if phase != "prefill" {
+		token = rc.SessionTokens.Decode
+	}
+	if rc.DPRank == "" && token == "" {
 		return rc.Header
 	}
 	h := rc.Header.Clone()
-	h.Set(headers.DataParallelRank, rc.DPRank)
+	if rc.DPRank != "" {
+		h.Set(headers.DataParallelRank, rc.DPRank)
+	}
+	if token != "" {
+		h.Set(headers.SessionToken, token)
+	}
 	return h
 }

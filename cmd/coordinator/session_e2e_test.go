@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"testing"
@@ -118,5 +119,58 @@ func TestASessionOverGRPC(t *testing.T) {
 		require.Len(t, legs, 1, profile)
 		assert.Equal(t, "rollout-group-9", legs[0].Header.Get("X-Session-Id"), profile)
 		assert.Equal(t, headers.DPRank("rollout-group-9", 4), legs[0].Header.Get("X-Data-Parallel-Rank"), profile)
+	}
+}
+
+// TestASessionTokenKeepsBothWorkers: under the EPP's pod-token strategy
+// (encoded_endpoint_header) the client of a P/D pipeline gets one
+// x-session-token joining the prefill's and the decode's; sent back, each
+// leg gets its own phase's, and three turns land on one prefill and one
+// decode engine. The decode's token alone would have steered the prefill
+// leg to a decode pod's name.
+func TestASessionTokenKeepsBothWorkers(t *testing.T) {
+	t.Parallel()
+	s, gw, render := startSim(t, sim.Options{Strict: true, OutputTokens: 3, SessionAffinity: sim.SessionByToken,
+		Engines: sim.EngineCounts{Prefill: 3, Decode: 3}})
+	st := startStack(t, gw, render, fmt.Sprintf(pdDisaggregated, true))
+	token := ""
+	engines := map[string]map[string]bool{"prefill": {}, "decode": {}}
+	for turn := range 3 {
+		other := st.post(t, "/v1/chat/completions", `{"model":"`+sim.DefaultModel+`","messages":[{"role":"user","content":"other"}]}`, nil)
+		require.Equal(t, http.StatusOK, other.StatusCode, readAll(t, other.Body))
+
+		id := fmt.Sprintf("token-turn-%d", turn)
+		h := http.Header{"X-Request-Id": {id}}
+		if token != "" {
+			h.Set("X-Session-Token", token)
+		}
+		resp := st.post(t, "/v1/chat/completions", `{"model":"`+sim.DefaultModel+`","messages":[{"role":"user","content":"`+id+`"}]}`, h)
+		require.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp.Body))
+		next := resp.Header.Get("X-Session-Token")
+		tokens, joined := headers.SplitSessionToken(next)
+		require.True(t, joined, "one token joining both phases: %q", next)
+		for _, profile := range []string{"prefill", "decode"} {
+			legs := pdLegs(s, id, profile)
+			require.Len(t, legs, 1)
+			engines[profile][legs[0].Engine] = true
+			own := tokens.Prefill
+			if profile == "decode" {
+				own = tokens.Decode
+			}
+			assert.Equal(t, base64.StdEncoding.EncodeToString([]byte(legs[0].Engine)), own, "%s: the answer's token names the %s engine", id, profile)
+			if turn > 0 {
+				assert.Equal(t, own, legs[0].Header.Get("X-Session-Token"), "%s %s: the leg got its own phase's token back", id, profile)
+			}
+		}
+		token = next
+	}
+	assert.Len(t, engines["prefill"], 1, "%v", engines["prefill"])
+	assert.Len(t, engines["decode"], 1, "%v", engines["decode"])
+
+	resp := st.post(t, "/v1/chat/completions", `{"model":"`+sim.DefaultModel+`","messages":[{"role":"user","content":"x"}]}`,
+		http.Header{"X-Request-Id": {"bad-token"}, "X-Session-Token": {"pd1.!!!.???"}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, "a joined token that does not decode steers nothing")
+	for _, profile := range []string{"prefill", "decode"} {
+		assert.Empty(t, pdLegs(s, "bad-token", profile)[0].Header.Values("X-Session-Token"), profile)
 	}
 }

@@ -66,7 +66,7 @@ func (c *ConditionalDecode) Execute(ctx context.Context, rc *steps.RequestContex
 		Path:      rc.Format.Path(),
 		Profile:   gateway.ProfileDecode,
 		RequestID: rc.LegID(),
-		Header:    rc.PDHeader(),
+		Header:    rc.PDHeader(gateway.ProfileDecode),
 		Prefer:    preferIfAvailable,
 		Parts:     body,
 	})

@@ -68,7 +68,7 @@ func (d *Decode) Execute(ctx context.Context, rc *steps.RequestContext) error {
 		Path:      rc.Format.Path(),
 		Profile:   gateway.ProfileDecode,
 		RequestID: rc.LegID(),
-		Header:    rc.PDHeader(),
+		Header:    rc.PDHeader(gateway.ProfileDecode),
 		Parts:     body,
 	})
 	if err != nil {

@@ -128,7 +128,7 @@ func (p *Prefill) execute(ctx context.Context, rc *steps.RequestContext) error {
 		Path:      format.Path(),
 		Profile:   gateway.ProfilePrefill,
 		RequestID: rc.LegID(),
-		Header:    rc.PDHeader(),
+		Header:    rc.PDHeader(gateway.ProfilePrefill),
 		Parts:     body,
 		Retry:     true,
 	})

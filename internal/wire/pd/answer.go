@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
@@ -49,6 +50,9 @@ type PrefillAnswer struct {
 	// (a tokens-in answer's first choice's first weight_versions span);
 	// empty when the answer names none (the OpenAI formats).
 	WeightVersion string
+	// SessionToken is the x-session-token the gateway's EPP wrote on the
+	// answer (the prefill pod it chose), empty without one.
+	SessionToken string
 }
 
 // Usage is the token usage of an answer.
@@ -76,6 +80,7 @@ func ReadPrefillAnswer(resp *http.Response, leg string, f legs.Format) (json.Raw
 		return nil, PrefillAnswer{}, err
 	}
 	var a PrefillAnswer
+	a.SessionToken = resp.Header.Get(headers.SessionToken)
 	a.CachedTokens, a.HasCachedTokens = answerCachedTokens(obj, f)
 	holder := obj // where prompt_logprobs sits: top level, or a completions choice
 	if f == legs.FormatCompletions {
