@@ -9,7 +9,7 @@ import "context"
 type TokenCounter interface {
 	// CountTokens returns how many prompt token IDs the workers would see
 	// for rc's body, a Messages or Responses one. Errors are the step's
-	// kinds: ErrInvalidRequest for the client's faults, a
+	// kinds: legs.ErrInvalidRequest for the client's faults, a
 	// *gateway.StatusError or transport error for the service's.
 	CountTokens(ctx context.Context, rc *RequestContext) (int, error)
 }
