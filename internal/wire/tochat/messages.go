@@ -13,11 +13,11 @@ const billingHeader = "x-anthropic-billing-header"
 
 // messagesBody is what the conversion reads of a Messages body.
 type messagesBody struct {
-	Model              json.RawMessage   `json:"model"`
-	System             json.RawMessage   `json:"system"`
-	Messages           []messagesMessage `json:"messages"`
-	Tools              []messagesTool    `json:"tools"`
-	ToolChoice         *struct {
+	Model      json.RawMessage   `json:"model"`
+	System     json.RawMessage   `json:"system"`
+	Messages   []messagesMessage `json:"messages"`
+	Tools      []messagesTool    `json:"tools"`
+	ToolChoice *struct {
 		Type string `json:"type"`
 		Name string `json:"name"`
 	} `json:"tool_choice"`
