@@ -12,11 +12,14 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/frontdoor"
+	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestbody"
 	"github.com/coordinator-project/coordinator/internal/wire/bodykeys"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
+	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/metrics"
+	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -71,7 +74,9 @@ func (c *Coordinator) CountTokens(ctx context.Context, req *coordinatorv1.CountT
 	}, nil
 }
 
-// countTokens checks the request and asks the pipeline's token counter.
+// countTokens checks the request and asks the pipeline's token counter,
+// traced as a request (tracing.StartRequestSpan) and its render leg
+// observed as any leg.
 func (c *Coordinator) countTokens(ctx context.Context, id, legID string, in *coordinatorv1.OpenAIRequest, format legs.Format) (int, error) {
 	if format != legs.FormatMessages && format != legs.FormatResponses {
 		return 0, status.Errorf(codes.InvalidArgument, "CountTokens takes openai.endpoint ENDPOINT_MESSAGES or ENDPOINT_RESPONSES, got %s (request_id: %s)", in.GetEndpoint(), id)
@@ -84,7 +89,16 @@ func (c *Coordinator) countTokens(ctx context.Context, id, legID string, in *coo
 	if err != nil {
 		return 0, err
 	}
-	return counter.CountTokens(ctx, rc)
+	ctx, span := tracing.StartRequestSpan(ctx, "CountTokens", rc)
+	n, err := counter.CountTokens(gateway.WithObserver(ctx, c.metrics), rc) // the render leg in the leg metrics
+	code := codes.OK
+	if err != nil {
+		st := apierror.FromError(err, id)
+		code = st.Code()
+		span.Fail(code, st.Message())
+	}
+	span.Finish(code)
+	return n, err
 }
 
 // countContext is the request context of a count: the body within

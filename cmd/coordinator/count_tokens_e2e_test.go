@@ -35,6 +35,8 @@ type countCase struct {
 	bound string
 	// wantObject is the count answer's "object".
 	wantObject string
+	// label is the count's endpoint label in the metrics.
+	label string
 }
 
 const countImage = "data:image/png;base64,iVBORw0KGgo="
@@ -50,14 +52,14 @@ var countCases = []countCase{
 		body: `{"model":"sim-model","system":[{"type":"text","text":"Be brief."}],"messages":[` +
 			`{"role":"user","content":[{"type":"text","text":"What is on this picture?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]},` +
 			`{"role":"assistant","content":"A cat on a mat."},{"role":"user","content":"Are you sure?"}]}`,
-		chat: countChat, bound: `,"max_tokens":4`,
+		chat: countChat, bound: `,"max_tokens":4`, label: "messages_count_tokens",
 	},
 	{
 		name: "responses", path: "/v1/responses/input_tokens", inferPath: "/v1/responses", endpoint: coordinatorv1.Endpoint_ENDPOINT_RESPONSES,
 		body: `{"model":"sim-model","instructions":"Be brief.","input":[` +
 			`{"role":"user","content":[{"type":"input_text","text":"What is on this picture?"},{"type":"input_image","image_url":"` + countImage + `"}]},` +
 			`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"A cat on a mat."}]},{"role":"user","content":"Are you sure?"}]}`,
-		chat: countChat, bound: `,"max_output_tokens":4`, wantObject: "response.input_tokens",
+		chat: countChat, bound: `,"max_output_tokens":4`, wantObject: "response.input_tokens", label: "responses_input_tokens",
 	},
 }
 
@@ -107,6 +109,10 @@ func TestCountTokensEqualsRenderAndUsage(t *testing.T) {
 	s, gw, render := startSim(t, sim.Options{Strict: true, PromptTokensDetails: true, OutputTokens: 4})
 	st := startStack(t, gw, render, apisPipeline)
 	client := coordinatorv1.NewCoordinatorServiceClient(st.conn)
+	t.Cleanup(func() { // the counts' render legs are observed as any leg (no inference request renders here)
+		const series = `coordinator_leg_duration_seconds_count{phase="render",status="200"} 4`
+		assert.True(t, strings.Contains(metricsText(t, st), series), series)
+	})
 	for _, c := range countCases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -125,6 +131,8 @@ func TestCountTokensEqualsRenderAndUsage(t *testing.T) {
 			renderLegs, workerLegs := countLegs(s, id)
 			assert.Equal(t, 1, renderLegs, "one render call")
 			assert.Zero(t, workerLegs, "no worker leg")
+			series := `coordinator_requests_total{api="rest",endpoint="` + c.label + `",status="200"} 1`
+			require.Eventually(t, func() bool { return strings.Contains(metricsText(t, st), series) }, 5*time.Second, 20*time.Millisecond, series)
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -214,4 +222,15 @@ func TestCountTokensErrors(t *testing.T) {
 	_, err = coordinatorv1.NewCoordinatorServiceClient(st.conn).CountTokens(context.Background(),
 		&coordinatorv1.CountTokensRequest{Openai: &coordinatorv1.OpenAIRequest{Endpoint: coordinatorv1.Endpoint_ENDPOINT_MESSAGES}})
 	assert.Equal(t, codes.InvalidArgument, status.Code(err), "protovalidate: the body is required: %v", err)
+}
+
+// metricsText is the stack's /metrics page ("" when it cannot be read).
+func metricsText(t *testing.T, st *stack) string {
+	t.Helper()
+	resp, err := st.client.Get(st.restURL + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	return readAll(t, resp.Body)
 }
