@@ -1,13 +1,17 @@
 #!/usr/bin/env node
 // The OpenAI Responses API through the coordinator's POST /v1/responses
 // with the official OpenAI Node SDK (npm openai@6): client.responses.create
-// streamed, then not. The coordinator is stateless, so "store" is false.
+// streamed, then not, then client.responses.inputTokens.count (POST
+// /v1/responses/input_tokens) of the same input, which must equal the
+// answer's usage.input_tokens. The coordinator is stateless, so "store" is
+// false.
 //
 //	make run   # in another terminal: coordinator + simulator
 //	cd examples && npm ci && node openai_responses.mjs --base-url http://127.0.0.1:8080/v1
 //
-// Exits non-zero when either answer carries no text or no usage, or the
-// streamed text differs from the stream's own final response.
+// Exits non-zero when either answer carries no text or no usage, the
+// streamed text differs from the stream's own final response, or the count
+// differs from the answer's input tokens.
 
 import { parseArgs } from "node:util";
 import OpenAI from "openai";
@@ -63,3 +67,9 @@ console.log(`${events} events, status=${completed.status}, usage=${JSON.stringif
 const response = await client.responses.create(request);
 if (!response.output_text || !response.usage) fail("the answer carried no output_text or no usage");
 console.log(`not streamed: ${JSON.stringify(response.output_text)}, usage=${JSON.stringify(response.usage)}`);
+
+const count = await client.responses.inputTokens.count({ model: request.model, input: request.input });
+if (count.object !== "response.input_tokens" || count.input_tokens <= 0 || count.input_tokens !== response.usage.input_tokens) {
+  fail(`inputTokens.count ${JSON.stringify(count)} != usage.input_tokens ${response.usage.input_tokens}`);
+}
+console.log(`inputTokens.count: input_tokens=${count.input_tokens}, as responses.create's usage`);

@@ -64,6 +64,7 @@ func NewInterceptors(log *slog.Logger, opts ChainOptions) (*Interceptors, error)
 	validator, err := protovalidate.New(protovalidate.WithMessages(
 		&coordinatorv1.GenerateRequest{}, &coordinatorv1.GenerateStreamRequest{},
 		&coordinatorv1.GetRequestRequest{}, &coordinatorv1.DeleteRequestRequest{},
+		&coordinatorv1.CountTokensRequest{},
 	))
 	if err != nil {
 		return nil, fmt.Errorf("protovalidate: %w", err)

@@ -80,12 +80,15 @@ func cacheScope(model string, req *workerRequest) []byte {
 	return b.Bytes()
 }
 
-// promptUnits are the tokens a prefix cache keys: the prompt's token IDs,
-// or, for a text prompt, one unit per four bytes of its JSON (the usage
+// promptUnits are the tokens a prefix cache keys: the prompt's token IDs
+// (a templated conversation's too), or, for a text prompt, one unit per four bytes of its JSON (the usage
 // count of a text prompt).
 func (req *workerRequest) promptUnits() []uint32 {
 	if req.promptIDs != nil {
 		return req.promptIDs
+	}
+	if req.templated != nil {
+		return req.templated
 	}
 	text := req.promptText
 	units := make([]uint32, 0, (len(text)+3)/4)

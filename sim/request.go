@@ -62,8 +62,9 @@ type workerRequest struct {
 	MinTokens           json.RawMessage `json:"min_tokens"`
 	N                   *int64          `json:"n"`
 	Messages            json.RawMessage `json:"messages"`
-	Input               json.RawMessage `json:"input"`  // responses
-	System              json.RawMessage `json:"system"` // messages
+	Input               json.RawMessage `json:"input"`        // responses
+	System              json.RawMessage `json:"system"`       // messages
+	Instructions        json.RawMessage `json:"instructions"` // responses
 	Prompt              json.RawMessage `json:"prompt"`
 	Tokens              *tokensField    `json:"tokens"`
 	TokenIDs            []uint32        `json:"token_ids"`
@@ -84,6 +85,9 @@ type workerRequest struct {
 	format     format
 	promptIDs  []uint32 // nil when the prompt is text
 	promptText []byte   // raw messages or prompt JSON when promptIDs is nil
+	// templated is a Responses or Messages prompt through the chat
+	// template (api_prompt.go), what it counts as; nil: its text counts.
+	templated []uint32
 }
 
 // tokensField is the coordinator's `tokens` extension on chat bodies.
@@ -212,6 +216,7 @@ func (req *workerRequest) readPrompt() *apiError {
 			return badParam("input", "input: field required")
 		}
 		req.promptText = req.Input
+		req.templated = req.templateIDs()
 	case formatMessages:
 		if isNull(req.Messages) {
 			return badParam("messages", "messages: field required")
@@ -220,6 +225,7 @@ func (req *workerRequest) readPrompt() *apiError {
 			return badParam("max_tokens", "max_tokens: field required")
 		}
 		req.promptText = append(append([]byte(nil), req.System...), req.Messages...)
+		req.templated = req.templateIDs()
 	}
 	return nil
 }
@@ -366,11 +372,15 @@ func (req *workerRequest) features() *mmFeatures {
 	return &mmFeatures{}
 }
 
-// promptTokens is the usage count of the prompt: its token IDs, or about
-// one token per four bytes of text when the request carries none.
+// promptTokens is the usage count of the prompt: its token IDs, a
+// Responses or Messages conversation's through the chat template, or
+// about one token per four bytes of text when the request carries none.
 func (req *workerRequest) promptTokens() int {
 	if req.promptIDs != nil {
 		return len(req.promptIDs)
+	}
+	if req.templated != nil {
+		return len(req.templated)
 	}
 	return max(1, (len(req.promptText)+3)/4)
 }

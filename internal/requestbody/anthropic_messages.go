@@ -20,6 +20,12 @@ func checkMessages(root *jsonbody.Object) error {
 	if err := positiveInt(root, bodykeys.MaxTokens, true); err != nil {
 		return err
 	}
+	return checkMessagesInput(root)
+}
+
+// checkMessagesInput is checkMessages but for max_tokens: the prompt's
+// members ("system", "messages"), which a count_tokens body has too.
+func checkMessagesInput(root *jsonbody.Object) error {
 	if raw, ok := root.Get("system"); ok && !jsonbody.IsNull(raw) && raw[0] != '"' {
 		if err := eachObject(raw, "system", func(i int, block *jsonbody.Object) error {
 			return checkBlock(at("system", i), block)

@@ -242,11 +242,12 @@ func (a *Controller) Drain(ctx context.Context) error {
 	return fmt.Errorf("drain: %d calls still in flight after their cancellation", n)
 }
 
-// admits reports the methods the Controller bounds: inference, not the queued
+// admits reports the methods the Controller bounds: inference and token
+// counts (a render call each), not the queued
 // requests' lookups, health or reflection.
 func admits(method string) (ok, stream bool) {
 	switch method {
-	case coordinatorv1.CoordinatorService_Generate_FullMethodName:
+	case coordinatorv1.CoordinatorService_Generate_FullMethodName, coordinatorv1.CoordinatorService_CountTokens_FullMethodName:
 		return true, false
 	case coordinatorv1.CoordinatorService_GenerateStream_FullMethodName:
 		return true, true

@@ -2,7 +2,9 @@
 // HTTP APIs, the only place that knows HTTP and their framing. It reads and
 // checks each inference request (the body within its cap and the memory
 // budget, parsed once), then hands it to the grpc-gateway handler of
-// Generate or, with "stream": true, of GenerateStream, which calls
+// Generate or, with "stream": true, of GenerateStream (a token count,
+// /v1/messages/count_tokens or /v1/responses/input_tokens: of
+// CountTokens, count.go), which calls
 // CoordinatorService through the in-process channel (internal/inproc), so
 // the gRPC interceptors (admission, logging, recovery) run for REST as for
 // gRPC clients. Everything else (passthrough paths, health, metrics, the
@@ -33,6 +35,8 @@
 //	               (requestbody.Document.Stream) → GenerateStream   (sse.go: marshalEvents); an error before the
 //	                                                                first event → the REST status (streamError),
 //	                                                                after it → the API's error event
+//	count          a count route (count.go: handleCount) →          the count's answer bytes, in the API's shape
+//	               CountTokens, "stream" not read                   (CountTokensResponse.openai; rawJSON)
 //
 // The front and the gateway's handlers share one request's state (call:
 // id, error dialect, a stream's early error) through its context

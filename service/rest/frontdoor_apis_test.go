@@ -207,6 +207,10 @@ func (f *endpointRecorder) GenerateStream(ctx context.Context, in *coordinatorv1
 	return &oneEventStream{ctx: ctx}, nil
 }
 
+func (*endpointRecorder) CountTokens(context.Context, *coordinatorv1.CountTokensRequest, ...grpc.CallOption) (*coordinatorv1.CountTokensResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "not in this test")
+}
+
 func (*endpointRecorder) GetRequest(context.Context, *coordinatorv1.GetRequestRequest, ...grpc.CallOption) (*coordinatorv1.GetRequestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "not in this test")
 }

@@ -117,7 +117,7 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 		return nil, err
 	}
 	h := &Handler{mux: http.NewServeMux(), gateway: gw, client: client, maxBody: o.MaxBody, ready: o.Ready, metrics: o.Metrics,
-		endpoints: make(map[string]binding, 5), budget: o.Budget, limits: o.Limits, trusted: o.Trusted,
+		endpoints: make(map[string]binding, 7), budget: o.Budget, limits: o.Limits, trusted: o.Trusted,
 		trustTransfer: o.TrustTransfer, streamWriteTimeout: o.StreamWriteTimeout, holder: o.Holder}
 	if o.Passthrough != nil {
 		h.pass = &passthrough{gateway: o.Passthrough.Gateway, admission: o.Passthrough.Admission, log: o.Passthrough.Log}
@@ -128,6 +128,8 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 	h.handleInference("POST /inference/v1/generate", coordinatorv1.Endpoint_ENDPOINT_GENERATE)
 	h.handleInference("POST /v1/responses", coordinatorv1.Endpoint_ENDPOINT_RESPONSES)
 	h.handleInference("POST /v1/messages", coordinatorv1.Endpoint_ENDPOINT_MESSAGES)
+	h.handleCount("POST /v1/messages/count_tokens", coordinatorv1.Endpoint_ENDPOINT_MESSAGES)
+	h.handleCount("POST /v1/responses/input_tokens", coordinatorv1.Endpoint_ENDPOINT_RESPONSES)
 	h.handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") }))
 	h.handle("GET /readyz", http.HandlerFunc(h.readyz))
 	h.handle("GET /metrics", o.Metrics.Handler())
@@ -183,7 +185,7 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 // 400 naming it). It counts the request in the metrics with the status
 // the client got.
 func (h *Handler) inference(b binding) http.Handler {
-	name := b.format.String()
+	name := b.label
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w}
@@ -221,14 +223,16 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, b bindi
 		writeAPIError(w, b.dialect, http.StatusBadRequest, "invalid JSON body: "+err.Error()+" (request_id: "+id+")", "")
 		return
 	}
-	stream, err := doc.Stream() // decided as the service decides it, from the same document
-	if err != nil {
-		writeAPIError(w, b.dialect, http.StatusBadRequest, err.Error()+" (request_id: "+id+")", "")
-		return
+	stream := false
+	if !b.count { // a count answers the same whatever "stream" says
+		if stream, err = doc.Stream(); err != nil { // decided as the service decides it, from the same document
+			writeAPIError(w, b.dialect, http.StatusBadRequest, err.Error()+" (request_id: "+id+")", "")
+			return
+		}
 	}
 	h.metrics.Bytes(metrics.APIREST, "in", len(data))
 	defer h.metrics.Begin(metrics.APIREST, stream)()
-	if !stream {
+	if !stream && !b.count {
 		h.holdOpen(w, r)
 	}
 	h.transcode(w, r, b, call{id: id, dialect: b.dialect, minted: id != sent}, doc, stream)

@@ -50,12 +50,16 @@ func (rawJSON) ContentType(v any) string {
 	return "application/json"
 }
 
-// Marshal returns the worker's body of a GenerateResponse, the stored
+// Marshal returns the worker's body of a GenerateResponse, the count's
+// answer of a CountTokensResponse, the stored
 // answer of a GetRequestResponse (queuedBody), and a stream's message or
 // final error as server-sent events (marshalEvents); anything else (not
 // expected on these routes) is encoded with protojson.
 func (m rawJSON) Marshal(v any) ([]byte, error) {
 	if r, ok := v.(*coordinatorv1.GenerateResponse); ok && r.GetOpenai() != nil {
+		return r.GetOpenai().GetJson(), nil
+	}
+	if r, ok := v.(*coordinatorv1.CountTokensResponse); ok && r.GetOpenai() != nil {
 		return r.GetOpenai().GetJson(), nil
 	}
 	if b, ok := queuedBody(v); ok {

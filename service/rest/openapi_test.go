@@ -29,8 +29,10 @@ var openAPIPaths = []string{
 	"/v1/chat/completions",
 	"/v1/completions",
 	"/v1/messages",
+	"/v1/messages/count_tokens",
 	"/v1/requests/{id}",
 	"/v1/responses",
+	"/v1/responses/input_tokens",
 }
 
 // anyStore turns the queued-request routes on; routing never calls it.

@@ -78,7 +78,7 @@ func TestPassthroughRefusesPathsThatReachAnInferenceHandler(t *testing.T) {
 		{"/v1/chat/completions/render", http.StatusNotFound},          // renders the prompt: fetches its media
 		{"/v1/completions/render", http.StatusNotFound},               //
 		{"/v1/responses/render", http.StatusNotFound},                 //
-		{"/v1/messages/count_tokens", http.StatusNotFound},            //
+		{"/v1/messages/count_tokens/", http.StatusNotFound},           // served without the slash (count.go)
 		{"/inference/v1/generate/", http.StatusNotFound},              //
 		{"/v1/chat/completions/derender", http.StatusNotFound},        //
 		{"/v1/models/%2E%2E/chat/completions", http.StatusBadRequest}, // an encoded dot segment

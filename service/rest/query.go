@@ -20,7 +20,7 @@ const (
 
 // frontQuery is the gateway's query parameter parser. The front's own
 // query on the inference routes is exactly openai.endpoint and request_id
-// (transcode), which it sets on Generate's and GenerateStream's
+// (transcode), which it sets on Generate's, GenerateStream's and CountTokens'
 // requests directly; anything else, and every other message, goes to
 // grpc-gateway's DefaultQueryParser, which resolves each key through
 // reflection and a regular expression (about a tenth of the front's CPU
@@ -45,6 +45,11 @@ func (q *frontQuery) Parse(msg proto.Message, values url.Values, filter *utiliti
 			return nil
 		}
 	case *coordinatorv1.GenerateStreamRequest:
+		if o := m.GetOpenai(); o != nil {
+			m.RequestId, o.Endpoint = id, coordinatorv1.Endpoint(endpoint)
+			return nil
+		}
+	case *coordinatorv1.CountTokensRequest:
 		if o := m.GetOpenai(); o != nil {
 			m.RequestId, o.Endpoint = id, coordinatorv1.Endpoint(endpoint)
 			return nil

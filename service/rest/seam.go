@@ -45,6 +45,12 @@ type binding struct {
 	dialect          apierror.Dialect
 	path, streamPath string
 	endpoint         []string
+	// label names the route in metrics: the format's name, or a count's
+	// (service.EndpointMessagesCountTokens, ...).
+	label string
+	// count: a token count route (count.go), onto CountTokens; the body's
+	// "stream" is not read.
+	count bool
 	// contentType is the Content-Type of the requests the front hands the
 	// gateway, which picks the marshaler by it (clients' Accept values
 	// match no registered type): the dialect's (mimeResponses,
@@ -63,7 +69,7 @@ func bindingOf(endpoint coordinatorv1.Endpoint) binding {
 	format := service.FormatOf(endpoint)
 	path := format.Path()
 	b := binding{format: format, dialect: apierror.DialectOf(format), path: path, streamPath: path + ":stream",
-		endpoint: []string{endpoint.String()}, contentType: jsonContentType}
+		endpoint: []string{endpoint.String()}, contentType: jsonContentType, label: format.String()}
 	switch b.dialect {
 	case apierror.DialectResponses:
 		b.contentType = []string{mimeResponses}
@@ -100,8 +106,12 @@ func callOf(ctx context.Context) *call {
 }
 
 // forwardStatus gives a Generate answer the worker's status and content
-// type (and GetRequest and DeleteRequest theirs: forwardQueued).
+// type, a CountTokens answer its content type, (and GetRequest and DeleteRequest theirs: forwardQueued).
 func forwardStatus(_ context.Context, w http.ResponseWriter, m proto.Message) error {
+	if c, ok := m.(*coordinatorv1.CountTokensResponse); ok {
+		w.Header().Set("Content-Type", c.GetOpenai().GetContentType())
+		return nil
+	}
 	resp, ok := m.(*coordinatorv1.GenerateResponse)
 	if !ok || resp.GetOpenai() == nil {
 		forwardQueued(w, m)

@@ -36,6 +36,9 @@ type fakeClient struct {
 	gotUnary  *coordinatorv1.GenerateRequest
 	gotStream *coordinatorv1.GenerateStreamRequest
 	gotMD     metadata.MD
+
+	count    *coordinatorv1.CountTokensResponse // CountTokens' answer (count_test.go)
+	gotCount *coordinatorv1.CountTokensRequest
 }
 
 func (f *fakeClient) Generate(ctx context.Context, in *coordinatorv1.GenerateRequest, opts ...grpc.CallOption) (*coordinatorv1.GenerateResponse, error) {

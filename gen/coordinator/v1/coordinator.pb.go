@@ -1960,6 +1960,131 @@ func (x *UpstreamError) GetParam() string {
 	return ""
 }
 
+// CountTokensRequest asks for the prompt token count of a Messages or
+// Responses body.
+type CountTokensRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Request id stamped on the render call as x-request-id and echoed on the
+	// response. Empty: the coordinator generates one.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The body, as the client sent it to /v1/messages/count_tokens
+	// (endpoint ENDPOINT_MESSAGES) or /v1/responses/input_tokens
+	// (ENDPOINT_RESPONSES); no other endpoint is counted.
+	Openai        *OpenAIRequest `protobuf:"bytes,2,opt,name=openai,proto3" json:"openai,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountTokensRequest) Reset() {
+	*x = CountTokensRequest{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountTokensRequest) ProtoMessage() {}
+
+func (x *CountTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountTokensRequest.ProtoReflect.Descriptor instead.
+func (*CountTokensRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CountTokensRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CountTokensRequest) GetOpenai() *OpenAIRequest {
+	if x != nil {
+		return x.Openai
+	}
+	return nil
+}
+
+// CountTokensResponse is the prompt token count.
+type CountTokensResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request id the coordinator used on the render call.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The number of prompt token IDs the render service returned.
+	InputTokens int32 `protobuf:"varint,2,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	// The answer in the API's own JSON (status 200, application/json):
+	// {"input_tokens": N} for Messages, {"object": "response.input_tokens",
+	// "input_tokens": N} for Responses. The REST front writes its bytes.
+	Openai        *OpenAIResponse `protobuf:"bytes,3,opt,name=openai,proto3" json:"openai,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountTokensResponse) Reset() {
+	*x = CountTokensResponse{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountTokensResponse) ProtoMessage() {}
+
+func (x *CountTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountTokensResponse.ProtoReflect.Descriptor instead.
+func (*CountTokensResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CountTokensResponse) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CountTokensResponse) GetInputTokens() int32 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *CountTokensResponse) GetOpenai() *OpenAIResponse {
+	if x != nil {
+		return x.Openai
+	}
+	return nil
+}
+
 var File_coordinator_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_coordinator_v1_coordinator_proto_rawDesc = "" +
@@ -2118,7 +2243,16 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x04body\x18\x04 \x01(\fR\x04body\x12\x14\n" +
 	"\x05relay\x18\x05 \x01(\bR\x05relay\x12\x18\n" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x12\x14\n" +
-	"\x05param\x18\a \x01(\tR\x05param*\xa3\x01\n" +
+	"\x05param\x18\a \x01(\tR\x05param\"\x8d\x01\n" +
+	"\x12CountTokensRequest\x128\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tB\x19\xbaH\x16r\x14\x18\x80\x012\x0f^[A-Za-z0-9-]*$R\trequestId\x12=\n" +
+	"\x06openai\x18\x02 \x01(\v2\x1d.coordinator.v1.OpenAIRequestB\x06\xbaH\x03\xc8\x01\x01R\x06openai\"\x8f\x01\n" +
+	"\x13CountTokensResponse\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12!\n" +
+	"\finput_tokens\x18\x02 \x01(\x05R\vinputTokens\x126\n" +
+	"\x06openai\x18\x03 \x01(\v2\x1e.coordinator.v1.OpenAIResponseR\x06openai*\xa3\x01\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\x14ENDPOINT_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ENDPOINT_CHAT_COMPLETIONS\x10\x01\x12\x18\n" +
@@ -2130,13 +2264,14 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
 	"\x14FINISH_REASON_LENGTH\x10\x02\x12\x17\n" +
-	"\x13FINISH_REASON_ABORT\x10\x032\xb2\x06\n" +
+	"\x13FINISH_REASON_ABORT\x10\x032\xe6\a\n" +
 	"\x12CoordinatorService\x12\xfc\x01\n" +
 	"\bGenerate\x12\x1f.coordinator.v1.GenerateRequest\x1a .coordinator.v1.GenerateResponse\"\xac\x01\x82\xd3\xe4\x93\x02\xa5\x01:\vopenai.jsonZ\x1e:\vopenai.json\"\x0f/v1/completionsZ%:\vopenai.json\"\x16/inference/v1/generateZ\x1c:\vopenai.json\"\r/v1/responsesZ\x1b:\vopenai.json\"\f/v1/messages\"\x14/v1/chat/completions\x12\xb3\x02\n" +
 	"\x0eGenerateStream\x12%.coordinator.v1.GenerateStreamRequest\x1a&.coordinator.v1.GenerateStreamResponse\"\xcf\x01\x82\xd3\xe4\x93\x02\xc8\x01:\vopenai.jsonZ%:\vopenai.json\"\x16/v1/completions:streamZ,:\vopenai.json\"\x1d/inference/v1/generate:streamZ#:\vopenai.json\"\x14/v1/responses:streamZ\":\vopenai.json\"\x13/v1/messages:stream\"\x1b/v1/chat/completions:stream0\x01\x12n\n" +
 	"\n" +
 	"GetRequest\x12!.coordinator.v1.GetRequestRequest\x1a\".coordinator.v1.GetRequestResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/requests/{id}\x12w\n" +
-	"\rDeleteRequest\x12$.coordinator.v1.DeleteRequestRequest\x1a%.coordinator.v1.DeleteRequestResponse\"\x19\x82\xd3\xe4\x93\x02\x13*\x11/v1/requests/{id}BMZKgithub.com/coordinator-project/coordinator/gen/coordinator/v1;coordinatorv1b\x06proto3"
+	"\rDeleteRequest\x12$.coordinator.v1.DeleteRequestRequest\x1a%.coordinator.v1.DeleteRequestResponse\"\x19\x82\xd3\xe4\x93\x02\x13*\x11/v1/requests/{id}\x12\xb1\x01\n" +
+	"\vCountTokens\x12\".coordinator.v1.CountTokensRequest\x1a#.coordinator.v1.CountTokensResponse\"Y\x82\xd3\xe4\x93\x02S:\vopenai.jsonZ):\vopenai.json\"\x1a/v1/responses/input_tokens\"\x19/v1/messages/count_tokensBMZKgithub.com/coordinator-project/coordinator/gen/coordinator/v1;coordinatorv1b\x06proto3"
 
 var (
 	file_coordinator_v1_coordinator_proto_rawDescOnce sync.Once
@@ -2151,7 +2286,7 @@ func file_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_coordinator_v1_coordinator_proto_goTypes = []any{
 	(Endpoint)(0),                  // 0: coordinator.v1.Endpoint
 	(FinishReason)(0),              // 1: coordinator.v1.FinishReason
@@ -2180,6 +2315,8 @@ var file_coordinator_v1_coordinator_proto_goTypes = []any{
 	(*PromptLogprob)(nil),          // 24: coordinator.v1.PromptLogprob
 	(*Usage)(nil),                  // 25: coordinator.v1.Usage
 	(*UpstreamError)(nil),          // 26: coordinator.v1.UpstreamError
+	(*CountTokensRequest)(nil),     // 27: coordinator.v1.CountTokensRequest
+	(*CountTokensResponse)(nil),    // 28: coordinator.v1.CountTokensResponse
 }
 var file_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	11, // 0: coordinator.v1.GetRequestResponse.answer:type_name -> coordinator.v1.OpenAIResponse
@@ -2206,19 +2343,23 @@ var file_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	21, // 21: coordinator.v1.TokensChoice.weight_versions:type_name -> coordinator.v1.WeightVersionSpan
 	23, // 22: coordinator.v1.TokenLogprob.top_logprobs:type_name -> coordinator.v1.TopLogprob
 	23, // 23: coordinator.v1.PromptLogprob.top_logprobs:type_name -> coordinator.v1.TopLogprob
-	6,  // 24: coordinator.v1.CoordinatorService.Generate:input_type -> coordinator.v1.GenerateRequest
-	8,  // 25: coordinator.v1.CoordinatorService.GenerateStream:input_type -> coordinator.v1.GenerateStreamRequest
-	2,  // 26: coordinator.v1.CoordinatorService.GetRequest:input_type -> coordinator.v1.GetRequestRequest
-	4,  // 27: coordinator.v1.CoordinatorService.DeleteRequest:input_type -> coordinator.v1.DeleteRequestRequest
-	7,  // 28: coordinator.v1.CoordinatorService.Generate:output_type -> coordinator.v1.GenerateResponse
-	9,  // 29: coordinator.v1.CoordinatorService.GenerateStream:output_type -> coordinator.v1.GenerateStreamResponse
-	3,  // 30: coordinator.v1.CoordinatorService.GetRequest:output_type -> coordinator.v1.GetRequestResponse
-	5,  // 31: coordinator.v1.CoordinatorService.DeleteRequest:output_type -> coordinator.v1.DeleteRequestResponse
-	28, // [28:32] is the sub-list for method output_type
-	24, // [24:28] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	10, // 24: coordinator.v1.CountTokensRequest.openai:type_name -> coordinator.v1.OpenAIRequest
+	11, // 25: coordinator.v1.CountTokensResponse.openai:type_name -> coordinator.v1.OpenAIResponse
+	6,  // 26: coordinator.v1.CoordinatorService.Generate:input_type -> coordinator.v1.GenerateRequest
+	8,  // 27: coordinator.v1.CoordinatorService.GenerateStream:input_type -> coordinator.v1.GenerateStreamRequest
+	2,  // 28: coordinator.v1.CoordinatorService.GetRequest:input_type -> coordinator.v1.GetRequestRequest
+	4,  // 29: coordinator.v1.CoordinatorService.DeleteRequest:input_type -> coordinator.v1.DeleteRequestRequest
+	27, // 30: coordinator.v1.CoordinatorService.CountTokens:input_type -> coordinator.v1.CountTokensRequest
+	7,  // 31: coordinator.v1.CoordinatorService.Generate:output_type -> coordinator.v1.GenerateResponse
+	9,  // 32: coordinator.v1.CoordinatorService.GenerateStream:output_type -> coordinator.v1.GenerateStreamResponse
+	3,  // 33: coordinator.v1.CoordinatorService.GetRequest:output_type -> coordinator.v1.GetRequestResponse
+	5,  // 34: coordinator.v1.CoordinatorService.DeleteRequest:output_type -> coordinator.v1.DeleteRequestResponse
+	28, // 35: coordinator.v1.CoordinatorService.CountTokens:output_type -> coordinator.v1.CountTokensResponse
+	31, // [31:36] is the sub-list for method output_type
+	26, // [26:31] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_coordinator_v1_coordinator_proto_init() }
@@ -2252,7 +2393,7 @@ func file_coordinator_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordinator_v1_coordinator_proto_rawDesc), len(file_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const (
 	CoordinatorService_GenerateStream_FullMethodName = "/coordinator.v1.CoordinatorService/GenerateStream"
 	CoordinatorService_GetRequest_FullMethodName     = "/coordinator.v1.CoordinatorService/GetRequest"
 	CoordinatorService_DeleteRequest_FullMethodName  = "/coordinator.v1.CoordinatorService/DeleteRequest"
+	CoordinatorService_CountTokens_FullMethodName    = "/coordinator.v1.CoordinatorService/CountTokens"
 )
 
 // CoordinatorServiceClient is the client API for CoordinatorService service.
@@ -68,6 +69,19 @@ type CoordinatorServiceClient interface {
 	// DeleteRequest drops the stored result of a queued request (HTTP 204,
 	// also when there was none).
 	DeleteRequest(ctx context.Context, in *DeleteRequestRequest, opts ...grpc.CallOption) (*DeleteRequestResponse, error)
+	// CountTokens counts the prompt tokens of an Anthropic Messages or OpenAI
+	// Responses body: the token IDs the pipeline's render step gets from the
+	// render service for the conversation, as the workers would see it. The
+	// body is parsed and checked as Generate's (a Messages body needs no
+	// max_tokens; "stream" is not read); no worker leg is sent. Without a
+	// render step in pipeline.steps the call is UNIMPLEMENTED.
+	//
+	// REST: POST /v1/messages/count_tokens (answer {"input_tokens": N}) and
+	// /v1/responses/input_tokens (answer {"object": "response.input_tokens",
+	// "input_tokens": N}) are transcoded onto this method as Generate's
+	// routes are: the body is openai.json, openai.endpoint and request_id
+	// come from the route and the X-Request-Id header.
+	CountTokens(ctx context.Context, in *CountTokensRequest, opts ...grpc.CallOption) (*CountTokensResponse, error)
 }
 
 type coordinatorServiceClient struct {
@@ -127,6 +141,16 @@ func (c *coordinatorServiceClient) DeleteRequest(ctx context.Context, in *Delete
 	return out, nil
 }
 
+func (c *coordinatorServiceClient) CountTokens(ctx context.Context, in *CountTokensRequest, opts ...grpc.CallOption) (*CountTokensResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CountTokensResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_CountTokens_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinatorServiceServer is the server API for CoordinatorService service.
 // All implementations must embed UnimplementedCoordinatorServiceServer
 // for forward compatibility.
@@ -170,6 +194,19 @@ type CoordinatorServiceServer interface {
 	// DeleteRequest drops the stored result of a queued request (HTTP 204,
 	// also when there was none).
 	DeleteRequest(context.Context, *DeleteRequestRequest) (*DeleteRequestResponse, error)
+	// CountTokens counts the prompt tokens of an Anthropic Messages or OpenAI
+	// Responses body: the token IDs the pipeline's render step gets from the
+	// render service for the conversation, as the workers would see it. The
+	// body is parsed and checked as Generate's (a Messages body needs no
+	// max_tokens; "stream" is not read); no worker leg is sent. Without a
+	// render step in pipeline.steps the call is UNIMPLEMENTED.
+	//
+	// REST: POST /v1/messages/count_tokens (answer {"input_tokens": N}) and
+	// /v1/responses/input_tokens (answer {"object": "response.input_tokens",
+	// "input_tokens": N}) are transcoded onto this method as Generate's
+	// routes are: the body is openai.json, openai.endpoint and request_id
+	// come from the route and the X-Request-Id header.
+	CountTokens(context.Context, *CountTokensRequest) (*CountTokensResponse, error)
 	mustEmbedUnimplementedCoordinatorServiceServer()
 }
 
@@ -191,6 +228,9 @@ func (UnimplementedCoordinatorServiceServer) GetRequest(context.Context, *GetReq
 }
 func (UnimplementedCoordinatorServiceServer) DeleteRequest(context.Context, *DeleteRequestRequest) (*DeleteRequestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRequest not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) CountTokens(context.Context, *CountTokensRequest) (*CountTokensResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CountTokens not implemented")
 }
 func (UnimplementedCoordinatorServiceServer) mustEmbedUnimplementedCoordinatorServiceServer() {}
 func (UnimplementedCoordinatorServiceServer) testEmbeddedByValue()                            {}
@@ -278,6 +318,24 @@ func _CoordinatorService_DeleteRequest_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CoordinatorService_CountTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CountTokensRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).CountTokens(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_CountTokens_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).CountTokens(ctx, req.(*CountTokensRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CoordinatorService_ServiceDesc is the grpc.ServiceDesc for CoordinatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -296,6 +354,10 @@ var CoordinatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteRequest",
 			Handler:    _CoordinatorService_DeleteRequest_Handler,
+		},
+		{
+			MethodName: "CountTokens",
+			Handler:    _CoordinatorService_CountTokens_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

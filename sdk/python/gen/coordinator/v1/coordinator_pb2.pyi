@@ -18,6 +18,24 @@ FINISH_REASON_LENGTH: FinishReason
 FINISH_REASON_STOP: FinishReason
 FINISH_REASON_UNSPECIFIED: FinishReason
 
+class CountTokensRequest(_message.Message):
+    __slots__ = ["openai", "request_id"]
+    OPENAI_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    openai: OpenAIRequest
+    request_id: str
+    def __init__(self, request_id: _Optional[str] = ..., openai: _Optional[_Union[OpenAIRequest, _Mapping]] = ...) -> None: ...
+
+class CountTokensResponse(_message.Message):
+    __slots__ = ["input_tokens", "openai", "request_id"]
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OPENAI_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    input_tokens: int
+    openai: OpenAIResponse
+    request_id: str
+    def __init__(self, request_id: _Optional[str] = ..., input_tokens: _Optional[int] = ..., openai: _Optional[_Union[OpenAIResponse, _Mapping]] = ...) -> None: ...
+
 class DeleteRequestRequest(_message.Message):
     __slots__ = ["id"]
     ID_FIELD_NUMBER: _ClassVar[int]

@@ -42,6 +42,11 @@ class CoordinatorServiceStub(object):
                 request_serializer=coordinator_dot_v1_dot_coordinator__pb2.DeleteRequestRequest.SerializeToString,
                 response_deserializer=coordinator_dot_v1_dot_coordinator__pb2.DeleteRequestResponse.FromString,
                 )
+        self.CountTokens = channel.unary_unary(
+                '/coordinator.v1.CoordinatorService/CountTokens',
+                request_serializer=coordinator_dot_v1_dot_coordinator__pb2.CountTokensRequest.SerializeToString,
+                response_deserializer=coordinator_dot_v1_dot_coordinator__pb2.CountTokensResponse.FromString,
+                )
 
 
 class CoordinatorServiceServicer(object):
@@ -105,6 +110,24 @@ class CoordinatorServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CountTokens(self, request, context):
+        """CountTokens counts the prompt tokens of an Anthropic Messages or OpenAI
+        Responses body: the token IDs the pipeline's render step gets from the
+        render service for the conversation, as the workers would see it. The
+        body is parsed and checked as Generate's (a Messages body needs no
+        max_tokens; "stream" is not read); no worker leg is sent. Without a
+        render step in pipeline.steps the call is UNIMPLEMENTED.
+
+        REST: POST /v1/messages/count_tokens (answer {"input_tokens": N}) and
+        /v1/responses/input_tokens (answer {"object": "response.input_tokens",
+        "input_tokens": N}) are transcoded onto this method as Generate's
+        routes are: the body is openai.json, openai.endpoint and request_id
+        come from the route and the X-Request-Id header.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -127,6 +150,11 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
                     servicer.DeleteRequest,
                     request_deserializer=coordinator_dot_v1_dot_coordinator__pb2.DeleteRequestRequest.FromString,
                     response_serializer=coordinator_dot_v1_dot_coordinator__pb2.DeleteRequestResponse.SerializeToString,
+            ),
+            'CountTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountTokens,
+                    request_deserializer=coordinator_dot_v1_dot_coordinator__pb2.CountTokensRequest.FromString,
+                    response_serializer=coordinator_dot_v1_dot_coordinator__pb2.CountTokensResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -211,5 +239,22 @@ class CoordinatorService(object):
         return grpc.experimental.unary_unary(request, target, '/coordinator.v1.CoordinatorService/DeleteRequest',
             coordinator_dot_v1_dot_coordinator__pb2.DeleteRequestRequest.SerializeToString,
             coordinator_dot_v1_dot_coordinator__pb2.DeleteRequestResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CountTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/coordinator.v1.CoordinatorService/CountTokens',
+            coordinator_dot_v1_dot_coordinator__pb2.CountTokensRequest.SerializeToString,
+            coordinator_dot_v1_dot_coordinator__pb2.CountTokensResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
