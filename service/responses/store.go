@@ -10,7 +10,6 @@ package responses
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -27,28 +26,19 @@ var tracer = otel.Tracer("github.com/coordinator-project/coordinator/service/res
 // kind is the responsestore.Key kind of a stored response.
 const kind = "response"
 
-// downFor is how long a backend that failed to answer counts as down:
-// within it, a request that needs the store gets 503 before any leg.
-const downFor = 5 * time.Second
-
 // pinger is a backend that can say whether it answers (Redis).
 type pinger interface {
 	Ping(ctx context.Context) error
 }
 
 // Store is the response store as the service uses it: a backend
-// (memory or Redis), each operation timed, counted and traced, and the
-// time of the backend's last failure to answer, the cheap check a request
-// makes before it runs.
+// (memory or Redis), each operation timed, counted and traced.
 type Store struct {
 	backend responsestore.Store
 	name    string // the backend's label: memory, redis
 	opts    Options
 	metrics *metrics.ResponseStore
 	now     func() time.Time
-	// downAt is when the backend last failed to answer (unix nanoseconds),
-	// 0 when it answered since.
-	downAt atomic.Int64
 }
 
 // Options are what a Store serves with (config.Responses).
@@ -69,17 +59,14 @@ func NewStore(backend responsestore.Store, name string, o Options, m *metrics.Re
 	return &Store{backend: backend, name: name, opts: o, metrics: m, now: time.Now}
 }
 
-// Ready reports whether the store can be relied on now: ErrUnavailable
-// when the backend failed to answer within the last seconds and a Ping
-// (when it has one) still fails.
+// Ready reports whether the store can be relied on now, before a request
+// that needs it runs: a backend that can be pinged (Redis) is pinged (one
+// round trip; ErrUnavailable when it does not answer), the memory backend
+// always is.
 func (s *Store) Ready(ctx context.Context) error {
-	at := s.downAt.Load()
-	if at == 0 || s.now().Sub(time.Unix(0, at)) > downFor {
-		return nil
-	}
 	p, ok := s.backend.(pinger)
 	if !ok {
-		return responsestore.ErrUnavailable
+		return nil
 	}
 	return s.observe(ctx, "ping", "", func(ctx context.Context) error { return p.Ping(ctx) })
 }
@@ -135,12 +122,8 @@ func (s *Store) observe(ctx context.Context, op, id string, fn func(context.Cont
 	start := s.now()
 	err := fn(ctx)
 	s.metrics.Operation(op, s.name, s.now().Sub(start))
-	switch {
-	case errors.Is(err, responsestore.ErrUnavailable):
-		s.downAt.Store(s.now().UnixNano())
+	if err != nil && !errors.Is(err, responsestore.ErrNotFound) {
 		span.SetStatus(codes.Error, err.Error())
-	case err == nil || errors.Is(err, responsestore.ErrNotFound):
-		s.downAt.Store(0)
 	}
 	span.End()
 	return err
