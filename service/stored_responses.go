@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/requestbody"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/service/responses"
@@ -61,4 +62,51 @@ func (c *Coordinator) beginTurn(ctx context.Context, id string, doc *requestbody
 		return nil, nil, status.Errorf(codes.InvalidArgument, "%v (request_id: %s)", err, id)
 	}
 	return turn, next, nil
+}
+
+// errNotStored answers the stored Responses' RPCs when
+// responses.store.backend is off.
+var errNotStored = status.Error(codes.Unimplemented, "responses are not stored: responses.store.backend is off")
+
+// tenant is the tenant of the call on ctx.
+func (c *Coordinator) tenant(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return c.responses.Tenant(md)
+}
+
+// GetResponse implements CoordinatorServiceServer.
+func (c *Coordinator) GetResponse(ctx context.Context, req *coordinatorv1.GetResponseRequest) (*coordinatorv1.GetResponseResponse, error) {
+	if c.responses == nil {
+		return nil, errNotStored
+	}
+	b, err := c.responses.Response(ctx, c.tenant(ctx), req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	return &coordinatorv1.GetResponseResponse{Json: b}, nil
+}
+
+// DeleteResponse implements CoordinatorServiceServer.
+func (c *Coordinator) DeleteResponse(ctx context.Context, req *coordinatorv1.DeleteResponseRequest) (*coordinatorv1.DeleteResponseResponse, error) {
+	if c.responses == nil {
+		return nil, errNotStored
+	}
+	b, err := c.responses.Delete(ctx, c.tenant(ctx), req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	return &coordinatorv1.DeleteResponseResponse{Json: b}, nil
+}
+
+// ListInputItems implements CoordinatorServiceServer.
+func (c *Coordinator) ListInputItems(ctx context.Context, req *coordinatorv1.ListInputItemsRequest) (*coordinatorv1.ListInputItemsResponse, error) {
+	if c.responses == nil {
+		return nil, errNotStored
+	}
+	page := responses.Page{Limit: int(req.GetLimit()), Order: req.GetOrder(), After: req.GetAfter()}
+	b, err := c.responses.InputItems(ctx, c.tenant(ctx), req.GetId(), page)
+	if err != nil {
+		return nil, err
+	}
+	return &coordinatorv1.ListInputItemsResponse{Json: b}, nil
 }

@@ -23,6 +23,9 @@ const (
 	CoordinatorService_GenerateStream_FullMethodName = "/coordinator.v1.CoordinatorService/GenerateStream"
 	CoordinatorService_GetRequest_FullMethodName     = "/coordinator.v1.CoordinatorService/GetRequest"
 	CoordinatorService_DeleteRequest_FullMethodName  = "/coordinator.v1.CoordinatorService/DeleteRequest"
+	CoordinatorService_GetResponse_FullMethodName    = "/coordinator.v1.CoordinatorService/GetResponse"
+	CoordinatorService_DeleteResponse_FullMethodName = "/coordinator.v1.CoordinatorService/DeleteResponse"
+	CoordinatorService_ListInputItems_FullMethodName = "/coordinator.v1.CoordinatorService/ListInputItems"
 )
 
 // CoordinatorServiceClient is the client API for CoordinatorService service.
@@ -68,6 +71,18 @@ type CoordinatorServiceClient interface {
 	// DeleteRequest drops the stored result of a queued request (HTTP 204,
 	// also when there was none).
 	DeleteRequest(ctx context.Context, in *DeleteRequestRequest, opts ...grpc.CallOption) (*DeleteRequestResponse, error)
+	// GetResponse returns a stored OpenAI Response (a /v1/responses request
+	// whose "store" was true) as the worker answered it. NOT_FOUND (HTTP
+	// 404) for an id that is unknown, expired, deleted or another tenant's,
+	// alike; UNAVAILABLE (503) when the response store does not answer. The
+	// tenant comes from responses.tenant_header (metadata on gRPC).
+	GetResponse(ctx context.Context, in *GetResponseRequest, opts ...grpc.CallOption) (*GetResponseResponse, error)
+	// DeleteResponse deletes a stored Response: OpenAI's
+	// {"id","object":"response","deleted":true}; NOT_FOUND as GetResponse.
+	DeleteResponse(ctx context.Context, in *DeleteResponseRequest, opts ...grpc.CallOption) (*DeleteResponseResponse, error)
+	// ListInputItems lists a stored Response's input items (the history it
+	// continued included), paged as OpenAI pages them.
+	ListInputItems(ctx context.Context, in *ListInputItemsRequest, opts ...grpc.CallOption) (*ListInputItemsResponse, error)
 }
 
 type coordinatorServiceClient struct {
@@ -127,6 +142,36 @@ func (c *coordinatorServiceClient) DeleteRequest(ctx context.Context, in *Delete
 	return out, nil
 }
 
+func (c *coordinatorServiceClient) GetResponse(ctx context.Context, in *GetResponseRequest, opts ...grpc.CallOption) (*GetResponseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResponseResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_GetResponse_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) DeleteResponse(ctx context.Context, in *DeleteResponseRequest, opts ...grpc.CallOption) (*DeleteResponseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteResponseResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_DeleteResponse_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) ListInputItems(ctx context.Context, in *ListInputItemsRequest, opts ...grpc.CallOption) (*ListInputItemsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListInputItemsResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_ListInputItems_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinatorServiceServer is the server API for CoordinatorService service.
 // All implementations must embed UnimplementedCoordinatorServiceServer
 // for forward compatibility.
@@ -170,6 +215,18 @@ type CoordinatorServiceServer interface {
 	// DeleteRequest drops the stored result of a queued request (HTTP 204,
 	// also when there was none).
 	DeleteRequest(context.Context, *DeleteRequestRequest) (*DeleteRequestResponse, error)
+	// GetResponse returns a stored OpenAI Response (a /v1/responses request
+	// whose "store" was true) as the worker answered it. NOT_FOUND (HTTP
+	// 404) for an id that is unknown, expired, deleted or another tenant's,
+	// alike; UNAVAILABLE (503) when the response store does not answer. The
+	// tenant comes from responses.tenant_header (metadata on gRPC).
+	GetResponse(context.Context, *GetResponseRequest) (*GetResponseResponse, error)
+	// DeleteResponse deletes a stored Response: OpenAI's
+	// {"id","object":"response","deleted":true}; NOT_FOUND as GetResponse.
+	DeleteResponse(context.Context, *DeleteResponseRequest) (*DeleteResponseResponse, error)
+	// ListInputItems lists a stored Response's input items (the history it
+	// continued included), paged as OpenAI pages them.
+	ListInputItems(context.Context, *ListInputItemsRequest) (*ListInputItemsResponse, error)
 	mustEmbedUnimplementedCoordinatorServiceServer()
 }
 
@@ -191,6 +248,15 @@ func (UnimplementedCoordinatorServiceServer) GetRequest(context.Context, *GetReq
 }
 func (UnimplementedCoordinatorServiceServer) DeleteRequest(context.Context, *DeleteRequestRequest) (*DeleteRequestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRequest not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) GetResponse(context.Context, *GetResponseRequest) (*GetResponseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetResponse not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) DeleteResponse(context.Context, *DeleteResponseRequest) (*DeleteResponseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteResponse not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) ListInputItems(context.Context, *ListInputItemsRequest) (*ListInputItemsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListInputItems not implemented")
 }
 func (UnimplementedCoordinatorServiceServer) mustEmbedUnimplementedCoordinatorServiceServer() {}
 func (UnimplementedCoordinatorServiceServer) testEmbeddedByValue()                            {}
@@ -278,6 +344,60 @@ func _CoordinatorService_DeleteRequest_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CoordinatorService_GetResponse_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetResponseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).GetResponse(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_GetResponse_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).GetResponse(ctx, req.(*GetResponseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_DeleteResponse_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteResponseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).DeleteResponse(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_DeleteResponse_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).DeleteResponse(ctx, req.(*DeleteResponseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_ListInputItems_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListInputItemsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).ListInputItems(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_ListInputItems_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).ListInputItems(ctx, req.(*ListInputItemsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CoordinatorService_ServiceDesc is the grpc.ServiceDesc for CoordinatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -296,6 +416,18 @@ var CoordinatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteRequest",
 			Handler:    _CoordinatorService_DeleteRequest_Handler,
+		},
+		{
+			MethodName: "GetResponse",
+			Handler:    _CoordinatorService_GetResponse_Handler,
+		},
+		{
+			MethodName: "DeleteResponse",
+			Handler:    _CoordinatorService_DeleteResponse_Handler,
+		},
+		{
+			MethodName: "ListInputItems",
+			Handler:    _CoordinatorService_ListInputItems_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
