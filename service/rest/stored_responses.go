@@ -1,6 +1,11 @@
 package rest
 
 import (
+	"net/url"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 )
 
@@ -30,4 +35,22 @@ func storedBody(v any) ([]byte, bool) {
 		return r.GetJson(), true
 	}
 	return nil, false
+}
+
+// storedQuery is the query of a stored Response's route without OpenAI's
+// include[] (the SDKs' spelling of a repeated key, which grpc-gateway
+// would read as a map; include is ignored anyway).
+func storedQuery(msg proto.Message, values url.Values) url.Values {
+	switch msg.(type) {
+	case *coordinatorv1.GetResponseRequest, *coordinatorv1.ListInputItemsRequest:
+	default:
+		return values
+	}
+	kept := make(url.Values, len(values))
+	for k, v := range values {
+		if !strings.HasPrefix(k, "include[") {
+			kept[k] = v
+		}
+	}
+	return kept
 }
