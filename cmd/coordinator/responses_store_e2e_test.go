@@ -15,6 +15,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/sim"
+	"github.com/coordinator-project/coordinator/steps/steptest"
 )
 
 // Stored Responses end to end (service/responses): a conversation by
@@ -180,4 +181,45 @@ func grpcTenant(t *testing.T, tenant string) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return metadata.AppendToOutgoingContext(ctx, "openai-project", tenant)
+}
+
+// TestStoredResponsesInRedis: two coordinators sharing one Redis continue
+// each other's conversations; with Redis gone a request that needs the
+// store gets 503 before any leg while a stateless one is served; Redis
+// back, the same coordinators store again without a restart.
+func TestStoredResponsesInRedis(t *testing.T) {
+	t.Parallel()
+	rd := steptest.StartRedis(t)
+	yaml := storeYAML("\nresponses:\n  store:\n    backend: redis\n    redis_url: " + rd.URL + "\n")
+	s, gw, render := startSim(t, sim.Options{Strict: true, PromptTokensDetails: true, OutputTokens: 4})
+	first, second := startStack(t, gw, render, yaml), startStack(t, gw, render, yaml)
+
+	code, raw := send(t, first, http.MethodPost, "/v1/responses", turnHead+`"Turn one through the first coordinator."}`, "")
+	require.Equal(t, http.StatusOK, code, raw)
+	var a1 storedAnswer
+	require.NoError(t, json.Unmarshal([]byte(raw), &a1))
+	code, raw = send(t, second, http.MethodPost, "/v1/responses", turnHead+`[`+user2+`],"previous_response_id":"`+a1.ID+`"}`, "")
+	require.Equal(t, http.StatusOK, code, raw)
+	legs := decodeBodies(s)
+	require.Len(t, legs, 2)
+	assert.Contains(t, legs[1], "Turn one through the first coordinator.", "the second coordinator rebuilt the first's conversation")
+
+	rd.Stop()
+	before := len(decodeBodies(s))
+	code, raw = send(t, second, http.MethodPost, "/v1/responses", turnHead+`"needs the store","store":true}`, "")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, raw, `\"store\": true needs the response store, which is unavailable`)
+	code, raw = send(t, second, http.MethodPost, "/v1/responses", turnHead+`"x","previous_response_id":"`+a1.ID+`","store":false}`, "")
+	assert.Equal(t, http.StatusServiceUnavailable, code, raw)
+	assert.Equal(t, before, len(decodeBodies(s)), "no leg ran")
+	code, raw = send(t, second, http.MethodPost, "/v1/responses", turnHead+`"stateless","store":false}`, "")
+	assert.Equal(t, http.StatusOK, code, raw)
+
+	rd.Start()
+	code, raw = send(t, second, http.MethodPost, "/v1/responses", turnHead+`"stored again","store":true}`, "")
+	require.Equal(t, http.StatusOK, code, raw)
+	var again storedAnswer
+	require.NoError(t, json.Unmarshal([]byte(raw), &again))
+	code, raw = send(t, first, http.MethodGet, "/v1/responses/"+again.ID, "", "")
+	assert.Equal(t, http.StatusOK, code, raw)
 }
