@@ -223,3 +223,30 @@ func TestStoredResponsesInRedis(t *testing.T) {
 	code, raw = send(t, first, http.MethodGet, "/v1/responses/"+again.ID, "", "")
 	assert.Equal(t, http.StatusOK, code, raw)
 }
+
+// TestStoredResponsesFlags: "store" is read as vLLM reads a flag ("ON",
+// 1, "true" store; "no", 0 do not; absent stores by default), and a value
+// vLLM would refuse is a 400.
+func TestStoredResponsesFlags(t *testing.T) {
+	t.Parallel()
+	_, gw, render := startSim(t, sim.Options{Strict: true, OutputTokens: 2})
+	st := startStack(t, gw, render, apisPipeline)
+	for _, tc := range []struct {
+		extra  string
+		stored bool
+	}{{`,"store":"ON"`, true}, {`,"store":1`, true}, {``, true}, {`,"store":null`, true}, {`,"store":"no"`, false}, {`,"store":0`, false}} {
+		code, raw := send(t, st, http.MethodPost, "/v1/responses", turnHead+`"flag"`+tc.extra+`}`, "")
+		require.Equal(t, http.StatusOK, code, raw)
+		var a storedAnswer
+		require.NoError(t, json.Unmarshal([]byte(raw), &a))
+		code, raw = send(t, st, http.MethodGet, "/v1/responses/"+a.ID, "", "")
+		if tc.stored {
+			assert.Equal(t, http.StatusOK, code, "%s: %s", tc.extra, raw)
+		} else {
+			assert.Equal(t, http.StatusNotFound, code, "%s: %s", tc.extra, raw)
+		}
+	}
+	code, raw := send(t, st, http.MethodPost, "/v1/responses", turnHead+`"flag","store":"perhaps"}`, "")
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, raw, `\"store\" must be a boolean`)
+}

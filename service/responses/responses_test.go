@@ -21,7 +21,7 @@ import (
 )
 
 // memoryStore is a Store over a fresh memory backend.
-func memoryStore(t *testing.T, o responses.Options) *responses.Store {
+func memoryStore(t testing.TB, o responses.Options) *responses.Store {
 	t.Helper()
 	if o.TTL == 0 {
 		o.TTL = time.Hour
