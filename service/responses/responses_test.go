@@ -230,6 +230,14 @@ func TestInputItemsPages(t *testing.T) {
 	assert.Equal(t, string(first), string(again))
 	assert.Regexp(t, `^\{"object":"list","data":\[\{"id":"(msg_[0-9a-f]{32})","type":"message","role":"user","content":\[\{"type":"input_text","text":"hi"\}\]\}\],"first_id":"msg_[0-9a-f]{32}","last_id":"msg_[0-9a-f]{32}","has_more":false\}$`, string(first))
 
+	// An item whose id is not a string gets one in its place, not a second.
+	turn, _, err = begin(t, s, "", `{"input":[{"id":null,"role":"user","content":"x"}]}`)
+	require.NoError(t, err)
+	answer(t, turn, `{"id":"resp_3","output":[]}`)
+	got, err = s.InputItems(ctx, "", "resp_3", responses.Page{})
+	require.NoError(t, err)
+	assert.Regexp(t, `^\{"object":"list","data":\[\{"id":"msg_[0-9a-f]{32}","role":"user","content":"x"\}\]`, string(got))
+
 	deleted, err := s.Delete(ctx, "", "resp_2")
 	require.NoError(t, err)
 	assert.Equal(t, `{"id":"resp_2","object":"response","deleted":true}`, string(deleted))

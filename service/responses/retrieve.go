@@ -150,10 +150,17 @@ func appendIDAt(dst []byte, ids []string, order []int, k int, ok bool) []byte {
 	return jsonbody.AppendString(dst, ids[order[k]])
 }
 
-// appendWithID appends item with "id" first when it has none of its own.
+// appendWithID appends item with "id" first when it has none of its own
+// (one that is not a non-empty string is replaced where it stands).
 func appendWithID(dst, item []byte, id string) []byte {
 	if _, ok := itemID(item); ok {
 		return append(dst, item...)
+	}
+	if obj, err := jsonbody.ParseObject(item); err == nil {
+		if _, has := obj.Get("id"); has {
+			obj.Set("id", jsonbody.AppendString(nil, id))
+			return obj.AppendTo(dst)
+		}
 	}
 	dst = append(dst, `{"id":`...)
 	dst = jsonbody.AppendString(dst, id)
