@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The OpenAI Responses API through the coordinator's POST /v1/responses
 // with the official OpenAI Node SDK (npm openai@6): client.responses.create
-// streamed, then not. The coordinator is stateless, so "store" is false.
+// streamed, then not, with "store": false (nothing kept: the stored
+// conversation is openai_responses_stored.mjs).
 //
 //	make run   # in another terminal: coordinator + simulator
 //	cd examples && npm ci && node openai_responses.mjs --base-url http://127.0.0.1:8080/v1
