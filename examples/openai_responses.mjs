@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 // The OpenAI Responses API through the coordinator's POST /v1/responses
 // with the official OpenAI Node SDK (npm openai@6): client.responses.create
-// streamed, then not, then client.responses.inputTokens.count (POST
-// /v1/responses/input_tokens) of the same input, which must equal the
-// answer's usage.input_tokens. The coordinator is stateless, so "store" is
-// false.
+// streamed, then not, with "store": false (nothing kept: the stored
+// conversation is openai_responses_stored.mjs), then
+// client.responses.inputTokens.count (POST /v1/responses/input_tokens) of
+// the same input, which must equal the answer's usage.input_tokens.
 //
 //	make run   # in another terminal: coordinator + simulator
 //	cd examples && npm ci && node openai_responses.mjs --base-url http://127.0.0.1:8080/v1

@@ -10,6 +10,7 @@
 #   examples/rl_loop.py           (rollouts streaming across a pause, a weight version and a resume)
 #   examples/openai_chat.mjs      (OpenAI Node SDK, streamed, over REST)
 #   examples/openai_responses.mjs (OpenAI Node SDK, responses.create, streamed and not, inputTokens.count)
+#   examples/openai_responses_stored.mjs (OpenAI Node SDK: previous_response_id, retrieve, inputItems.list, delete)
 #   examples/anthropic_messages.mjs (Anthropic SDK, messages.create, .stream and .countTokens)
 # and stops both servers. `make sdk-test` runs it; .ci/run runs it after
 # `make test`. Needs Go, curl, Node 20 + npm, and Debian's python3-grpcio and
@@ -169,6 +170,9 @@ node examples/openai_chat.mjs --base-url "$COORDINATOR_REST_URL/v1"
 
 step "examples/openai_responses.mjs"
 node examples/openai_responses.mjs --base-url "$COORDINATOR_REST_URL/v1"
+
+step "examples/openai_responses_stored.mjs"
+node examples/openai_responses_stored.mjs --base-url "$COORDINATOR_REST_URL/v1"
 
 step "examples/anthropic_messages.mjs"
 node examples/anthropic_messages.mjs --base-url "$COORDINATOR_REST_URL"

@@ -33,6 +33,7 @@ import (
 	"github.com/coordinator-project/coordinator/service/apierror"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
+	"github.com/coordinator-project/coordinator/service/responses"
 	"github.com/coordinator-project/coordinator/service/tracing"
 	"github.com/coordinator-project/coordinator/steps"
 )
@@ -65,6 +66,9 @@ type Coordinator struct {
 	sessionHeader string
 	// versionPolicy is pipeline.version_policy (weight_versions.go).
 	versionPolicy string
+	// responses keeps the stored Responses (responses.store); nil: off,
+	// the coordinator is stateless.
+	responses *responses.Store
 }
 
 // NewCoordinator builds the service for cfg's body size cap and trust of
@@ -84,13 +88,22 @@ func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg
 // client's own transfer params are removed from the document before any
 // step sees it (compat D23). A client's media uuids always are: the
 // coordinator owns the key vLLM caches media under.
-func (c *Coordinator) requestContext(ctx context.Context, id, legID string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, error) {
+func (c *Coordinator) requestContext(ctx context.Context, id, legID string, in *coordinatorv1.OpenAIRequest) (*steps.RequestContext, *responses.Turn, error) {
 	if n := int64(len(in.GetJson())); n > c.maxBody {
-		return nil, status.Errorf(codes.ResourceExhausted, "request body too large: %d bytes, the limit is %d (request_id: %s)", n, c.maxBody, id)
+		return nil, nil, status.Errorf(codes.ResourceExhausted, "request body too large: %d bytes, the limit is %d (request_id: %s)", n, c.maxBody, id)
 	}
-	rc, err := newRequestContext(ctx, id, in, c.limits)
+	var turn *responses.Turn
+	var begin beginTurn
+	if c.responses != nil {
+		begin = func(doc *requestbody.Document) (*requestbody.Document, error) {
+			var err error
+			turn, doc, err = c.beginTurn(ctx, id, doc)
+			return doc, err
+		}
+	}
+	rc, err := newRequestContext(ctx, id, in, c.limits, begin)
 	if err != nil {
-		return rc, err
+		return rc, nil, err
 	}
 	rc.LegRequestID = legID
 	c.routeLegs(ctx, rc)
@@ -98,12 +111,12 @@ func (c *Coordinator) requestContext(ctx context.Context, id, legID string, in *
 		c.log.InfoContext(ctx, "client media uuids dropped", "request_id", id, "api", apiOf(ctx), "endpoint", rc.Format.String(), "parts", n)
 	}
 	if c.trustTransfer {
-		return rc, nil
+		return rc, turn, nil
 	}
 	if dropped := rc.Doc.DropTransferParams(); dropped != nil {
 		TransferParamsDropped(ctx, c.metrics, c.log, id, apiOf(ctx), rc.Format.String(), dropped)
 	}
-	return rc, nil
+	return rc, turn, nil
 }
 
 // Generate implements CoordinatorServiceServer.
@@ -115,7 +128,7 @@ func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateR
 	if in == nil {
 		return c.generateTokens(ctx, id, legID, req.GetTokens())
 	}
-	rc, err := c.requestContext(ctx, id, legID, in)
+	rc, turn, err := c.requestContext(ctx, id, legID, in)
 	if err != nil {
 		return nil, err
 	}
@@ -123,8 +136,10 @@ func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateR
 		return nil, status.Errorf(codes.InvalidArgument, `"stream": true needs GenerateStream (request_id: %s)`, id)
 	}
 	sink := &unarySink{}
-	rc.Sink = sink
-	if err := c.run(ctx, rc, "Generate"); err != nil {
+	rc.Sink = turn.Sink(sink)
+	err = c.run(ctx, rc, "Generate")
+	turn.Finish(ctx, c.log, id)
+	if err != nil {
 		return nil, err
 	}
 	if sink.streamed {
@@ -150,15 +165,17 @@ func (c *Coordinator) GenerateStream(req *coordinatorv1.GenerateStreamRequest, s
 	if in == nil {
 		return c.generateTokensStream(id, legID, req.GetTokens(), stream)
 	}
-	rc, err := c.requestContext(ctx, id, legID, in)
+	rc, turn, err := c.requestContext(ctx, id, legID, in)
 	if err != nil {
 		return err
 	}
 	if !rc.Stream {
 		return status.Errorf(codes.InvalidArgument, `GenerateStream needs "stream": true in the body (request_id: %s)`, id)
 	}
-	rc.Sink = newStreamSink(stream)
-	return c.run(ctx, rc, "GenerateStream")
+	rc.Sink = turn.Sink(newStreamSink(stream))
+	err = c.run(ctx, rc, "GenerateStream")
+	turn.Finish(ctx, c.log, id)
+	return err
 }
 
 // run executes the pipeline for one call: it traces the request (honouring
@@ -303,8 +320,11 @@ func settleRequestID(ctx context.Context, fromMessage string) (id string, minted
 // newRequestContext parses the body into the request's document within
 // lim, unless the REST front did (WithParsedBody), reads what the service
 // needs from it (top-level "model" and "stream") and the forwarded
-// headers from the call metadata.
-func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest, lim requestbody.Limits) (*steps.RequestContext, error) {
+// headers from the call metadata. With begin (responses stored), a
+// Responses body's "store" and "previous_response_id" are begin's to read
+// (it may return the document rebuilt) before every leg is made to say
+// "store": false.
+func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIRequest, lim requestbody.Limits, begin beginTurn) (*steps.RequestContext, error) {
 	format := FormatOf(in.GetEndpoint())
 	doc := frontdoor.ParsedBody(ctx, in.GetJson(), format)
 	if doc == nil {
@@ -313,23 +333,24 @@ func newRequestContext(ctx context.Context, id string, in *coordinatorv1.OpenAIR
 			return nil, invalidBody(err, id)
 		}
 	}
-	obj := doc.Root()
 	// Another parser reads the body after us: a repeated key could mean one
 	// thing to the coordinator and another to a worker.
-	if key, dup := obj.DuplicateKey(); dup {
+	if key, dup := doc.Root().DuplicateKey(); dup {
 		return nil, status.Errorf(codes.InvalidArgument, "invalid JSON body: duplicate key %q (request_id: %s)", key, id)
 	}
-	if err := doc.Check(); err != nil { // a Responses or Messages body's shape
-		return nil, status.Errorf(codes.InvalidArgument, "%v (request_id: %s)", err, id)
+	body := in.GetJson()
+	doc, body, err := checked(doc, body, begin, id)
+	if err != nil {
+		return nil, err
 	}
 	doc.Unstored() // a Responses leg says "store": false
 	rc := &steps.RequestContext{
 		RequestID: id,
 		Format:    format,
-		Body:      in.GetJson(),
+		Body:      body,
 		Doc:       doc,
 	}
-	if raw, ok := obj.Get(bodykeys.Model); ok {
+	if raw, ok := doc.Root().Get(bodykeys.Model); ok {
 		rc.Model, _ = jsonbody.String(raw)
 	}
 	stream, err := doc.Stream()

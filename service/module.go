@@ -24,6 +24,7 @@ import (
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
+	"github.com/coordinator-project/coordinator/service/responses"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -31,7 +32,7 @@ import (
 // the "steps" group and the config, CoordinatorService, the gRPC server on
 // server.grpc_listen_addr, and the in-process channel the REST front uses.
 var Module = fx.Module("service",
-	fx.Provide(NewCoordinator, newInterceptors, newGRPCServer, fx.Private), // the module's own
+	fx.Provide(newCoordinator, newInterceptors, newGRPCServer, fx.Private), // the module's own
 	fx.Provide(
 		newGatewayClient,
 		func() *legids.Registry { return &legids.Registry{} },
@@ -44,9 +45,18 @@ var Module = fx.Module("service",
 		newBudget,
 		tlsReloads,
 		NewListenerTLS,
+		responses.New,
 	),
 	fx.Invoke(knownSteps, serveGRPC),
 )
+
+// newCoordinator is NewCoordinator serving the stored Responses of rs (nil:
+// responses.store.backend off).
+func newCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg config.Config, inFlight *legids.Registry, rs *responses.Store) *Coordinator {
+	c := NewCoordinator(p, m, log, cfg, inFlight)
+	c.responses = rs
+	return c
+}
 
 func newGatewayClient(lc fx.Lifecycle, cfg config.Config, log *slog.Logger, reloads tlsfiles.Observer) (*gateway.Client, error) {
 	tlsConfig, err := gatewayTLS(cfg.Gateway, log, reloads)

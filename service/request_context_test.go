@@ -46,7 +46,7 @@ func TestNewRequestContextReadsOnlyUnambiguousBodies(t *testing.T) {
 			t.Parallel()
 			rc, err := newRequestContext(context.Background(), "req-1", &coordinatorv1.OpenAIRequest{
 				Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: []byte(tt.body),
-			}, requestbody.Limits{})
+			}, requestbody.Limits{}, nil)
 			if tt.err == "" {
 				require.NoError(t, err)
 				assert.Equal(t, tt.stream, rc.Stream)
@@ -80,26 +80,26 @@ func TestNewRequestContextTakesTheFrontsDocument(t *testing.T) {
 	ctx := frontdoor.With(context.Background(), &frontdoor.Call{Doc: doc})
 	in := &coordinatorv1.OpenAIRequest{Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: body}
 
-	rc, err := newRequestContext(ctx, "r", in, requestbody.Limits{})
+	rc, err := newRequestContext(ctx, "r", in, requestbody.Limits{}, nil)
 	require.NoError(t, err)
 	assert.Same(t, doc, rc.Doc, "the very bytes the front parsed: its document")
 	assert.Equal(t, "m", rc.Model)
 	assert.True(t, rc.Stream)
 
 	in.Json = slices.Clone(body)
-	rc, err = newRequestContext(ctx, "r", in, requestbody.Limits{})
+	rc, err = newRequestContext(ctx, "r", in, requestbody.Limits{}, nil)
 	require.NoError(t, err)
 	assert.NotSame(t, doc, rc.Doc, "a copy of the bytes is parsed anew")
 	assert.True(t, rc.Doc.Of(in.Json))
 
 	in.Json, in.Endpoint = body, coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS
-	rc, err = newRequestContext(ctx, "r", in, requestbody.Limits{})
+	rc, err = newRequestContext(ctx, "r", in, requestbody.Limits{}, nil)
 	require.NoError(t, err)
 	assert.NotSame(t, doc, rc.Doc, "another format's document is not taken")
 	assert.Equal(t, legs.FormatCompletions, rc.Doc.Format())
 
 	bad := []byte(`{"model":`)
-	rc, err = newRequestContext(frontdoor.With(context.Background(), &frontdoor.Call{Doc: doc}), "r", &coordinatorv1.OpenAIRequest{Json: bad}, requestbody.Limits{})
+	rc, err = newRequestContext(frontdoor.With(context.Background(), &frontdoor.Call{Doc: doc}), "r", &coordinatorv1.OpenAIRequest{Json: bad}, requestbody.Limits{}, nil)
 	assert.Nil(t, rc)
 	assert.ErrorContains(t, err, "invalid JSON body", "a body that is not the document's is still checked")
 }

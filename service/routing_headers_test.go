@@ -33,14 +33,14 @@ func TestRoutingHeadersAreTheCoordinators(t *testing.T) {
 	ctx := metadata.NewIncomingContext(context.Background(), md)
 	in := &coordinatorv1.OpenAIRequest{Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: []byte(`{"model":"m"}`)}
 	for range 2 {
-		rc, err := c.requestContext(ctx, "rid-1", "rid-1", in)
+		rc, _, err := c.requestContext(ctx, "rid-1", "rid-1", in)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"user-agent", "x-custom", "x-llm-d-slo-ttft-ms"}, rc.Header.Names())
 		assert.Equal(t, "my-app/3", rc.Header.Get("User-Agent"))
 	}
 	assert.InDelta(t, 2, routingDropped(t, m, "grpc", "chat"), 0)
 
-	rc, err := c.requestContext(metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-custom", "c")), "rid-2", "rid-2", in)
+	rc, _, err := c.requestContext(metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-custom", "c")), "rid-2", "rid-2", in)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"x-custom"}, rc.Header.Names())
 	assert.InDelta(t, 2, routingDropped(t, m, "grpc", "chat"), 0, "a request without any is not counted")

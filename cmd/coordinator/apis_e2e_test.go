@@ -220,11 +220,11 @@ func TestAPIsErrorsInTheirOwnShape(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	assert.Contains(t, body, `{"type":"error","error":{"type":"invalid_request_error","message":"invalid JSON body: `)
 
-	resp = st.post(t, "/v1/responses", `{"model":"sim-model","input":"hi","store":true}`, nil)
+	resp = st.post(t, "/v1/responses", `{"model":"sim-model","input":"hi","background":true}`, nil)
 	body = readAll(t, resp.Body)
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	msg, typ, code := openAIError(t, body)
-	assert.Contains(t, msg, `"store": true is not supported: the coordinator is stateless`)
+	assert.Contains(t, msg, `"background": true is not supported: the coordinator is stateless`)
 	assert.Equal(t, "invalid_request_error", typ)
 	assert.Equal(t, 400, code)
 
@@ -276,7 +276,8 @@ func TestAPIsHostileBodies(t *testing.T) {
 		{"huge input", apiCases[0], `{"model":"sim-model","input":` + many(5000, `{"role":"user","content":"x"}`) + `}`, 400, "input has more than 4096 items"},
 		{"huge content", apiCases[1], `{"model":"sim-model","max_tokens":4,"messages":[{"role":"user","content":` + many(5000, `{"type":"text","text":"x"}`) + `}]}`, 400, "content has more than 4096 items"},
 		{"past the body cap", apiCases[1], `{"model":"sim-model","max_tokens":4,"messages":[{"role":"user","content":"` + strings.Repeat("x", 1_100_000) + `"}]}`, 413, "request body too large"},
-		{"previous_response_id", apiCases[0], `{"model":"sim-model","input":"x","previous_response_id":"resp_1"}`, 400, "the coordinator is stateless"},
+		{"previous_response_id not stored", apiCases[0], `{"model":"sim-model","input":"x","previous_response_id":"resp_1"}`, 404, "Previous response with id 'resp_1' not found."},
+		{"previous_response_id not a string", apiCases[0], `{"model":"sim-model","input":"x","previous_response_id":{}}`, 400, `"previous_response_id" must be a non-empty string`},
 	} {
 		id := fmt.Sprintf("apis-hostile-%d", i)
 		t.Run(tc.name, func(t *testing.T) {
@@ -306,7 +307,11 @@ func TestAPIsHostileBodies(t *testing.T) {
 			defer cancel()
 			_, err := client.Generate(ctx, &coordinatorv1.GenerateRequest{Input: &coordinatorv1.GenerateRequest_Openai{
 				Openai: &coordinatorv1.OpenAIRequest{Endpoint: tc.c.endpoint, Json: []byte(tc.body)}}})
-			assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+			want := codes.InvalidArgument
+			if tc.status == http.StatusNotFound {
+				want = codes.NotFound
+			}
+			assert.Equal(t, want, status.Code(err), "%v", err)
 		})
 	}
 }

@@ -89,10 +89,12 @@ func TestStreamSpelledAsVLLMReadsIt(t *testing.T) {
 	})
 }
 
+// (With responses.store.backend off, which refuses "store": true; a
+// stored "store" is read the same way: TestStoredResponsesFlags.)
 func TestResponsesFlagsReadAsVLLMReadsThem(t *testing.T) {
 	t.Parallel()
 	s, gw, render := startSim(t, sim.Options{Strict: true})
-	st := startStack(t, gw, render, apisPipeline)
+	st := startStack(t, gw, render, apisPipeline+"\nresponses:\n  store:\n    backend: \"off\"\n")
 	responses := `{"model":"sim-model","input":"hi","max_output_tokens":3`
 	client := coordinatorv1.NewCoordinatorServiceClient(st.conn)
 	for i, tc := range []struct {

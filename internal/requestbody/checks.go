@@ -23,10 +23,14 @@ import (
 const MaxItems = 4096
 
 // Check checks root, a body of format f; other formats pass.
-func Check(root *jsonbody.Object, f legs.Format) error {
+func Check(root *jsonbody.Object, f legs.Format) error { return checkFormat(root, f, false) }
+
+// checkFormat is Check; stored lets a Responses body's "store" and
+// "previous_response_id" through (checkResponses).
+func checkFormat(root *jsonbody.Object, f legs.Format, stored bool) error {
 	switch f {
 	case legs.FormatResponses:
-		return checkResponses(root)
+		return checkResponses(root, stored)
 	case legs.FormatMessages:
 		return checkMessages(root)
 	}

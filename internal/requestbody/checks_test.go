@@ -149,3 +149,29 @@ func TestUnstored(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckStored: a coordinator that stores responses lets "store" and
+// "previous_response_id" through to its response store; the rest is
+// checked as ever.
+func TestCheckStored(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []checkCase{
+		{"store true", `{"input":"hi","store":true}`, ""},
+		{"previous response", `{"input":"hi","previous_response_id":"resp_1"}`, ""},
+		{"background still refused", `{"input":"hi","store":true,"background":true}`, `"background": true is not supported`},
+		{"input still required", `{"store":true}`, "input is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			doc, err := Parse([]byte(tc.body), legs.FormatResponses)
+			require.NoError(t, err)
+			err = doc.CheckStored()
+			if tc.err == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tc.err)
+			assert.Error(t, doc.Check(), "the stateless check refuses it too")
+		})
+	}
+}

@@ -16,7 +16,7 @@ func (d *Document) CheckCount() error {
 	case legs.FormatMessages:
 		err = checkMessagesInput(d.root)
 	case legs.FormatResponses:
-		err = checkResponses(d.root)
+		err = checkResponses(d.root, false) // a count does not read the store: previous_response_id is refused
 	default:
 		return legs.Invalidf("token counting takes a Messages or Responses body, not %s", d.format)
 	}

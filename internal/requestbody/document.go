@@ -96,8 +96,15 @@ func ParseLimited(body []byte, f legs.Format, lim Limits) (*Document, error) {
 // apibody), and in a chat, Responses or Messages body the content parts
 // vLLM reads as media the pipeline cannot guard (imageparts.Check). The
 // error is the client's fault.
-func (d *Document) Check() error {
-	if err := Check(d.root, d.format); err != nil {
+func (d *Document) Check() error { return d.check(false) }
+
+// CheckStored is Check for a coordinator that stores responses: a
+// Responses body's "store" and "previous_response_id" are its response
+// store's to read, not refused.
+func (d *Document) CheckStored() error { return d.check(true) }
+
+func (d *Document) check(stored bool) error {
+	if err := checkFormat(d.root, d.format, stored); err != nil {
 		return err
 	}
 	if s, ok := shapeOf(d.format); ok {

@@ -20,12 +20,13 @@ import (
 //     whose "type" is a known one; an input_image's "image_url", when
 //     present, is a string.
 //   - "max_output_tokens", when set, is an integer of at least 1.
-func checkResponses(root *jsonbody.Object) error {
-	if store, err := legs.Flag(root, bodykeys.Store); err != nil || store {
-		return orInvalid(err, `"store": true is not supported: the coordinator is stateless (send "store": false)`)
-	}
-	if raw, ok := root.Get("previous_response_id"); ok && !jsonbody.IsNull(raw) {
-		return legs.Invalidf(`"previous_response_id" is not supported: the coordinator is stateless (send the conversation in "input")`)
+//
+// A coordinator that stores responses (stored: responses.store.backend is
+// not off) lets "store" and "previous_response_id" through: its response
+// store reads them (service/responses).
+func checkResponses(root *jsonbody.Object, stored bool) error {
+	if err := checkStateless(root, stored); err != nil {
+		return err
 	}
 	if background, err := legs.Flag(root, bodykeys.Background); err != nil || background {
 		return orInvalid(err, `"background": true is not supported: the coordinator is stateless`)
@@ -41,6 +42,21 @@ func checkResponses(root *jsonbody.Object) error {
 		return nil
 	}
 	return eachObject(raw, bodykeys.Input, checkResponsesItem)
+}
+
+// checkStateless refuses "store": true and a "previous_response_id" unless
+// stored.
+func checkStateless(root *jsonbody.Object, stored bool) error {
+	if stored {
+		return nil
+	}
+	if store, err := legs.Flag(root, bodykeys.Store); err != nil || store {
+		return orInvalid(err, `"store": true is not supported: the coordinator is stateless (send "store": false)`)
+	}
+	if raw, ok := root.Get("previous_response_id"); ok && !jsonbody.IsNull(raw) {
+		return legs.Invalidf(`"previous_response_id" is not supported: the coordinator is stateless (send the conversation in "input")`)
+	}
+	return nil
 }
 
 // orInvalid is err, else a client error with msg.

@@ -40,6 +40,8 @@ type Config struct {
 	Tracing Tracing `param:"tracing"`
 	// Control is the RL control plane (coordinator extension).
 	Control Control `param:"control"`
+	// Responses is the stored OpenAI Responses (coordinator extension).
+	Responses Responses `param:"responses"`
 }
 
 // Tracing configures OpenTelemetry tracing: a span per request, per step
@@ -366,8 +368,9 @@ func Default() Config {
 			Transport:           gateway.TransportH1,
 			MaxAnswerSize:       defaultMaxAnswerSize,
 		},
-		Pipeline: Pipeline{UseOpenAIFormat: true, SessionHeader: headers.SessionID, VersionPolicy: VersionPolicyAny},
-		Control:  defaultControl(),
+		Pipeline:  Pipeline{UseOpenAIFormat: true, SessionHeader: headers.SessionID, VersionPolicy: VersionPolicyAny},
+		Control:   defaultControl(),
+		Responses: defaultResponses(),
 	}
 }
 
@@ -425,6 +428,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Pipeline.validatePinning(); err != nil {
+		return err
+	}
+	if err := c.Responses.validate(); err != nil {
 		return err
 	}
 	return c.Pipeline.Validate()

@@ -93,8 +93,9 @@ func reference() config.Config {
 				{Type: "decode", Params: map[string]any{}},
 			},
 		},
-		Tracing: config.Default().Tracing,
-		Control: config.Default().Control,
+		Tracing:   config.Default().Tracing,
+		Control:   config.Default().Control,
+		Responses: config.Default().Responses,
 	}
 }
 
@@ -171,6 +172,11 @@ func TestParseDefaults(t *testing.T) {
 			CallTimeout: 5 * time.Minute, StateTimeout: 5 * time.Second, Concurrency: 64,
 			Hold:       config.Hold{MaxWait: time.Minute, MaxRequests: 1024},
 			Membership: config.Membership{RefreshInterval: 10 * time.Second},
+		},
+		// Responses stored in memory, as OpenAI stores them unless told not to.
+		Responses: config.Responses{
+			Store:          config.ResponseStore{Backend: "memory", TTL: 720 * time.Hour, MaxBytes: 256, MaxEntries: 100000},
+			StoreByDefault: true, MaxHistoryBytes: 8 << 20,
 		},
 	}, config.Default(), "the defaults of compat §2.2, tracing off and the control plane off")
 }

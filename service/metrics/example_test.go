@@ -118,6 +118,8 @@ func servedMetrics(t *testing.T) []string {
 	c.Call("pause", ControlOK, 0)
 	c.WorkerFailed("pause", "decode")
 	c.Fleet(1, map[[2]string]int{{"decode", FleetMember}: 1})
+	rs := m.NewResponseStore() // with responses.store.backend not off
+	rs.Operation("get", "memory", 0)
 	families, err := m.Gatherer().Gather()
 	require.NoError(t, err)
 	names := make([]string, 0, len(families))

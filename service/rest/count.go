@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"net/http"
 	"strings"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
@@ -21,5 +22,11 @@ func (h *Handler) handleCount(pattern string, endpoint coordinatorv1.Endpoint) {
 		b.label = service.EndpointResponsesInputTokens
 	}
 	h.endpoints[pattern] = b
-	h.handle(pattern, h.inference(b))
+	// Not h.handle: its 405 for every other method of the path would
+	// clash with "GET /v1/responses/{id}" (stored responses) on a GET of
+	// /v1/responses/input_tokens; each method is named instead.
+	h.mux.Handle(pattern, h.inference(b))
+	for _, m := range []string{http.MethodGet, http.MethodDelete, http.MethodPut, http.MethodPatch} {
+		h.mux.Handle(m+" "+path, methodNotAllowed(b.dialect, http.MethodPost))
+	}
 }

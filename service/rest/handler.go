@@ -79,6 +79,9 @@ type Options struct {
 	// Passthrough relays every path no route serves to the gateway
 	// (passthrough.go); nil: those paths get 404.
 	Passthrough *Passthrough
+	// StoredResponses serves the stored Responses' routes
+	// (stored_responses.go): responses.store.backend is not off.
+	StoredResponses bool
 }
 
 // Passthrough is what the passthrough relays with: the gateway client, the
@@ -123,6 +126,7 @@ func NewHandler(ctx context.Context, client coordinatorv1.CoordinatorServiceClie
 		h.pass = &passthrough{gateway: o.Passthrough.Gateway, admission: o.Passthrough.Admission, log: o.Passthrough.Log}
 	}
 	h.serveQueued(o.Queued)
+	h.serveStoredResponses(o.StoredResponses)
 	h.handleInference("POST /v1/chat/completions", coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS)
 	h.handleInference("POST /v1/completions", coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS)
 	h.handleInference("POST /inference/v1/generate", coordinatorv1.Endpoint_ENDPOINT_GENERATE)

@@ -65,6 +65,9 @@ func (m rawJSON) Marshal(v any) ([]byte, error) {
 	if b, ok := queuedBody(v); ok {
 		return b, nil
 	}
+	if b, ok := storedBody(v); ok {
+		return b, nil
+	}
 	if b, ok, err := marshalEvents(v, m.dialect); ok {
 		return b, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/coordinator-project/coordinator/service/admission"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
+	"github.com/coordinator-project/coordinator/service/responses"
 	"github.com/coordinator-project/coordinator/steps"
 )
 
@@ -39,6 +40,9 @@ type handlerParams struct {
 	Admission *admission.Controller
 	Log       *slog.Logger
 	Budget    *membudget.Budget
+	// Responses is the response store, nil when responses.store.backend
+	// is off.
+	Responses *responses.Store
 }
 
 func newHandler(p handlerParams) (*Handler, error) {
@@ -48,7 +52,7 @@ func newHandler(p handlerParams) (*Handler, error) {
 		MaxBody: srv.MaxRequestBodyBytes(), Ready: p.Ready, Metrics: p.Metrics, Budget: p.Budget,
 		Limits: srv.DocumentLimits(), Trusted: headers.NewTrusted(srv.TrustedRoutingHeaders...),
 		TrustTransfer: srv.TrustClientTransferParams, StreamWriteTimeout: srv.StreamWriteTimeout,
-		Queued: store, Holder: p.Pipeline,
+		Queued: store, Holder: p.Pipeline, StoredResponses: p.Responses != nil,
 		Passthrough: &Passthrough{Gateway: p.Gateway, Admission: p.Admission, Log: p.Log},
 	})
 }

@@ -33,6 +33,8 @@ var openAPIPaths = []string{
 	"/v1/requests/{id}",
 	"/v1/responses",
 	"/v1/responses/input_tokens",
+	"/v1/responses/{id}",
+	"/v1/responses/{id}/input_items",
 }
 
 // anyStore turns the queued-request routes on; routing never calls it.
@@ -41,7 +43,7 @@ type anyStore struct{ steps.RequestStore }
 // openAPIHandler is a Handler with every route, over no client.
 func openAPIHandler(t *testing.T) *Handler {
 	t.Helper()
-	return testHandler(t, nil, Options{Queued: anyStore{}})
+	return testHandler(t, nil, Options{Queued: anyStore{}, StoredResponses: true})
 }
 
 // testHandler is NewHandler over client with o, its Ready, Metrics and

@@ -29,6 +29,7 @@ type frontQuery struct{ runtime.DefaultQueryParser }
 
 // Parse implements runtime.QueryParameterParser.
 func (q *frontQuery) Parse(msg proto.Message, values url.Values, filter *utilities.DoubleArray) error {
+	values = storedQuery(msg, values)
 	if len(values) != 2 {
 		return q.DefaultQueryParser.Parse(msg, values, filter)
 	}

@@ -2085,6 +2085,330 @@ func (x *CountTokensResponse) GetOpenai() *OpenAIResponse {
 	return nil
 }
 
+// GetResponseRequest names a stored Response.
+type GetResponseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The response's id ("resp_...").
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Ignored (OpenAI's include[]).
+	Include       []string `protobuf:"bytes,2,rep,name=include,proto3" json:"include,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResponseRequest) Reset() {
+	*x = GetResponseRequest{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResponseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResponseRequest) ProtoMessage() {}
+
+func (x *GetResponseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResponseRequest.ProtoReflect.Descriptor instead.
+func (*GetResponseRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GetResponseRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *GetResponseRequest) GetInclude() []string {
+	if x != nil {
+		return x.Include
+	}
+	return nil
+}
+
+// GetResponseResponse is the stored response object.
+type GetResponseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The response object, JSON, as the REST route writes it.
+	Json          []byte `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResponseResponse) Reset() {
+	*x = GetResponseResponse{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResponseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResponseResponse) ProtoMessage() {}
+
+func (x *GetResponseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResponseResponse.ProtoReflect.Descriptor instead.
+func (*GetResponseResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GetResponseResponse) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
+// DeleteResponseRequest names a stored Response.
+type DeleteResponseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The response's id ("resp_...").
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteResponseRequest) Reset() {
+	*x = DeleteResponseRequest{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteResponseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteResponseRequest) ProtoMessage() {}
+
+func (x *DeleteResponseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteResponseRequest.ProtoReflect.Descriptor instead.
+func (*DeleteResponseRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DeleteResponseRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// DeleteResponseResponse is OpenAI's deletion object.
+type DeleteResponseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// {"id":...,"object":"response","deleted":true}, as the REST route
+	// writes it.
+	Json          []byte `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteResponseResponse) Reset() {
+	*x = DeleteResponseResponse{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteResponseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteResponseResponse) ProtoMessage() {}
+
+func (x *DeleteResponseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteResponseResponse.ProtoReflect.Descriptor instead.
+func (*DeleteResponseResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DeleteResponseResponse) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
+// ListInputItemsRequest names a stored Response and the page of its input
+// items.
+type ListInputItemsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The response's id ("resp_...").
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// At most this many items, 1..100; 0: 20.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// "asc" (oldest first) or "desc" (the default).
+	Order string `protobuf:"bytes,3,opt,name=order,proto3" json:"order,omitempty"`
+	// List the items after the one with this id.
+	After string `protobuf:"bytes,4,opt,name=after,proto3" json:"after,omitempty"`
+	// Ignored (OpenAI's include[]).
+	Include       []string `protobuf:"bytes,5,rep,name=include,proto3" json:"include,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListInputItemsRequest) Reset() {
+	*x = ListInputItemsRequest{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListInputItemsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListInputItemsRequest) ProtoMessage() {}
+
+func (x *ListInputItemsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListInputItemsRequest.ProtoReflect.Descriptor instead.
+func (*ListInputItemsRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ListInputItemsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ListInputItemsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListInputItemsRequest) GetOrder() string {
+	if x != nil {
+		return x.Order
+	}
+	return ""
+}
+
+func (x *ListInputItemsRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *ListInputItemsRequest) GetInclude() []string {
+	if x != nil {
+		return x.Include
+	}
+	return nil
+}
+
+// ListInputItemsResponse is OpenAI's list object.
+type ListInputItemsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// {"object":"list","data":[...],"first_id","last_id","has_more"}, as the
+	// REST route writes it.
+	Json          []byte `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListInputItemsResponse) Reset() {
+	*x = ListInputItemsResponse{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListInputItemsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListInputItemsResponse) ProtoMessage() {}
+
+func (x *ListInputItemsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListInputItemsResponse.ProtoReflect.Descriptor instead.
+func (*ListInputItemsResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ListInputItemsResponse) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
 var File_coordinator_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_coordinator_v1_coordinator_proto_rawDesc = "" +
@@ -2252,7 +2576,24 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12!\n" +
 	"\finput_tokens\x18\x02 \x01(\x05R\vinputTokens\x126\n" +
-	"\x06openai\x18\x03 \x01(\v2\x1e.coordinator.v1.OpenAIResponseR\x06openai*\xa3\x01\n" +
+	"\x06openai\x18\x03 \x01(\v2\x1e.coordinator.v1.OpenAIResponseR\x06openai\"\\\n" +
+	"\x12GetResponseRequest\x12,\n" +
+	"\x02id\x18\x01 \x01(\tB\x1c\xbaH\x19r\x17\x10\x01\x18\x80\x022\x10^[A-Za-z0-9_-]+$R\x02id\x12\x18\n" +
+	"\ainclude\x18\x02 \x03(\tR\ainclude\")\n" +
+	"\x13GetResponseResponse\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json\"E\n" +
+	"\x15DeleteResponseRequest\x12,\n" +
+	"\x02id\x18\x01 \x01(\tB\x1c\xbaH\x19r\x17\x10\x01\x18\x80\x022\x10^[A-Za-z0-9_-]+$R\x02id\",\n" +
+	"\x16DeleteResponseResponse\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json\"\xca\x01\n" +
+	"\x15ListInputItemsRequest\x12,\n" +
+	"\x02id\x18\x01 \x01(\tB\x1c\xbaH\x19r\x17\x10\x01\x18\x80\x022\x10^[A-Za-z0-9_-]+$R\x02id\x12\x1f\n" +
+	"\x05limit\x18\x02 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\x05limit\x12(\n" +
+	"\x05order\x18\x03 \x01(\tB\x12\xbaH\x0fr\rR\x00R\x03ascR\x04descR\x05order\x12\x1e\n" +
+	"\x05after\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x05after\x12\x18\n" +
+	"\ainclude\x18\x05 \x03(\tR\ainclude\",\n" +
+	"\x16ListInputItemsResponse\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json*\xa3\x01\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\x14ENDPOINT_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ENDPOINT_CHAT_COMPLETIONS\x10\x01\x12\x18\n" +
@@ -2264,14 +2605,18 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
 	"\x14FINISH_REASON_LENGTH\x10\x02\x12\x17\n" +
-	"\x13FINISH_REASON_ABORT\x10\x032\xe6\a\n" +
+	"\x13FINISH_REASON_ABORT\x10\x032\xe1\n" +
+	"\n" +
 	"\x12CoordinatorService\x12\xfc\x01\n" +
 	"\bGenerate\x12\x1f.coordinator.v1.GenerateRequest\x1a .coordinator.v1.GenerateResponse\"\xac\x01\x82\xd3\xe4\x93\x02\xa5\x01:\vopenai.jsonZ\x1e:\vopenai.json\"\x0f/v1/completionsZ%:\vopenai.json\"\x16/inference/v1/generateZ\x1c:\vopenai.json\"\r/v1/responsesZ\x1b:\vopenai.json\"\f/v1/messages\"\x14/v1/chat/completions\x12\xb3\x02\n" +
 	"\x0eGenerateStream\x12%.coordinator.v1.GenerateStreamRequest\x1a&.coordinator.v1.GenerateStreamResponse\"\xcf\x01\x82\xd3\xe4\x93\x02\xc8\x01:\vopenai.jsonZ%:\vopenai.json\"\x16/v1/completions:streamZ,:\vopenai.json\"\x1d/inference/v1/generate:streamZ#:\vopenai.json\"\x14/v1/responses:streamZ\":\vopenai.json\"\x13/v1/messages:stream\"\x1b/v1/chat/completions:stream0\x01\x12n\n" +
 	"\n" +
 	"GetRequest\x12!.coordinator.v1.GetRequestRequest\x1a\".coordinator.v1.GetRequestResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/requests/{id}\x12w\n" +
 	"\rDeleteRequest\x12$.coordinator.v1.DeleteRequestRequest\x1a%.coordinator.v1.DeleteRequestResponse\"\x19\x82\xd3\xe4\x93\x02\x13*\x11/v1/requests/{id}\x12\xb1\x01\n" +
-	"\vCountTokens\x12\".coordinator.v1.CountTokensRequest\x1a#.coordinator.v1.CountTokensResponse\"Y\x82\xd3\xe4\x93\x02S:\vopenai.jsonZ):\vopenai.json\"\x1a/v1/responses/input_tokens\"\x19/v1/messages/count_tokensBMZKgithub.com/coordinator-project/coordinator/gen/coordinator/v1;coordinatorv1b\x06proto3"
+	"\vCountTokens\x12\".coordinator.v1.CountTokensRequest\x1a#.coordinator.v1.CountTokensResponse\"Y\x82\xd3\xe4\x93\x02S:\vopenai.jsonZ):\vopenai.json\"\x1a/v1/responses/input_tokens\"\x19/v1/messages/count_tokens\x12r\n" +
+	"\vGetResponse\x12\".coordinator.v1.GetResponseRequest\x1a#.coordinator.v1.GetResponseResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/responses/{id}\x12{\n" +
+	"\x0eDeleteResponse\x12%.coordinator.v1.DeleteResponseRequest\x1a&.coordinator.v1.DeleteResponseResponse\"\x1a\x82\xd3\xe4\x93\x02\x14*\x12/v1/responses/{id}\x12\x87\x01\n" +
+	"\x0eListInputItems\x12%.coordinator.v1.ListInputItemsRequest\x1a&.coordinator.v1.ListInputItemsResponse\"&\x82\xd3\xe4\x93\x02 \x12\x1e/v1/responses/{id}/input_itemsBMZKgithub.com/coordinator-project/coordinator/gen/coordinator/v1;coordinatorv1b\x06proto3"
 
 var (
 	file_coordinator_v1_coordinator_proto_rawDescOnce sync.Once
@@ -2286,7 +2631,7 @@ func file_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_coordinator_v1_coordinator_proto_goTypes = []any{
 	(Endpoint)(0),                  // 0: coordinator.v1.Endpoint
 	(FinishReason)(0),              // 1: coordinator.v1.FinishReason
@@ -2317,6 +2662,12 @@ var file_coordinator_v1_coordinator_proto_goTypes = []any{
 	(*UpstreamError)(nil),          // 26: coordinator.v1.UpstreamError
 	(*CountTokensRequest)(nil),     // 27: coordinator.v1.CountTokensRequest
 	(*CountTokensResponse)(nil),    // 28: coordinator.v1.CountTokensResponse
+	(*GetResponseRequest)(nil),     // 29: coordinator.v1.GetResponseRequest
+	(*GetResponseResponse)(nil),    // 30: coordinator.v1.GetResponseResponse
+	(*DeleteResponseRequest)(nil),  // 31: coordinator.v1.DeleteResponseRequest
+	(*DeleteResponseResponse)(nil), // 32: coordinator.v1.DeleteResponseResponse
+	(*ListInputItemsRequest)(nil),  // 33: coordinator.v1.ListInputItemsRequest
+	(*ListInputItemsResponse)(nil), // 34: coordinator.v1.ListInputItemsResponse
 }
 var file_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	11, // 0: coordinator.v1.GetRequestResponse.answer:type_name -> coordinator.v1.OpenAIResponse
@@ -2350,13 +2701,19 @@ var file_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	2,  // 28: coordinator.v1.CoordinatorService.GetRequest:input_type -> coordinator.v1.GetRequestRequest
 	4,  // 29: coordinator.v1.CoordinatorService.DeleteRequest:input_type -> coordinator.v1.DeleteRequestRequest
 	27, // 30: coordinator.v1.CoordinatorService.CountTokens:input_type -> coordinator.v1.CountTokensRequest
-	7,  // 31: coordinator.v1.CoordinatorService.Generate:output_type -> coordinator.v1.GenerateResponse
-	9,  // 32: coordinator.v1.CoordinatorService.GenerateStream:output_type -> coordinator.v1.GenerateStreamResponse
-	3,  // 33: coordinator.v1.CoordinatorService.GetRequest:output_type -> coordinator.v1.GetRequestResponse
-	5,  // 34: coordinator.v1.CoordinatorService.DeleteRequest:output_type -> coordinator.v1.DeleteRequestResponse
-	28, // 35: coordinator.v1.CoordinatorService.CountTokens:output_type -> coordinator.v1.CountTokensResponse
-	31, // [31:36] is the sub-list for method output_type
-	26, // [26:31] is the sub-list for method input_type
+	29, // 31: coordinator.v1.CoordinatorService.GetResponse:input_type -> coordinator.v1.GetResponseRequest
+	31, // 32: coordinator.v1.CoordinatorService.DeleteResponse:input_type -> coordinator.v1.DeleteResponseRequest
+	33, // 33: coordinator.v1.CoordinatorService.ListInputItems:input_type -> coordinator.v1.ListInputItemsRequest
+	7,  // 34: coordinator.v1.CoordinatorService.Generate:output_type -> coordinator.v1.GenerateResponse
+	9,  // 35: coordinator.v1.CoordinatorService.GenerateStream:output_type -> coordinator.v1.GenerateStreamResponse
+	3,  // 36: coordinator.v1.CoordinatorService.GetRequest:output_type -> coordinator.v1.GetRequestResponse
+	5,  // 37: coordinator.v1.CoordinatorService.DeleteRequest:output_type -> coordinator.v1.DeleteRequestResponse
+	28, // 38: coordinator.v1.CoordinatorService.CountTokens:output_type -> coordinator.v1.CountTokensResponse
+	30, // 39: coordinator.v1.CoordinatorService.GetResponse:output_type -> coordinator.v1.GetResponseResponse
+	32, // 40: coordinator.v1.CoordinatorService.DeleteResponse:output_type -> coordinator.v1.DeleteResponseResponse
+	34, // 41: coordinator.v1.CoordinatorService.ListInputItems:output_type -> coordinator.v1.ListInputItemsResponse
+	34, // [34:42] is the sub-list for method output_type
+	26, // [26:34] is the sub-list for method input_type
 	26, // [26:26] is the sub-list for extension type_name
 	26, // [26:26] is the sub-list for extension extendee
 	0,  // [0:26] is the sub-list for field type_name
@@ -2393,7 +2750,7 @@ func file_coordinator_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordinator_v1_coordinator_proto_rawDesc), len(file_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   27,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,9 @@ const (
 	CoordinatorService_GetRequest_FullMethodName     = "/coordinator.v1.CoordinatorService/GetRequest"
 	CoordinatorService_DeleteRequest_FullMethodName  = "/coordinator.v1.CoordinatorService/DeleteRequest"
 	CoordinatorService_CountTokens_FullMethodName    = "/coordinator.v1.CoordinatorService/CountTokens"
+	CoordinatorService_GetResponse_FullMethodName    = "/coordinator.v1.CoordinatorService/GetResponse"
+	CoordinatorService_DeleteResponse_FullMethodName = "/coordinator.v1.CoordinatorService/DeleteResponse"
+	CoordinatorService_ListInputItems_FullMethodName = "/coordinator.v1.CoordinatorService/ListInputItems"
 )
 
 // CoordinatorServiceClient is the client API for CoordinatorService service.
@@ -82,6 +85,18 @@ type CoordinatorServiceClient interface {
 	// routes are: the body is openai.json, openai.endpoint and request_id
 	// come from the route and the X-Request-Id header.
 	CountTokens(ctx context.Context, in *CountTokensRequest, opts ...grpc.CallOption) (*CountTokensResponse, error)
+	// GetResponse returns a stored OpenAI Response (a /v1/responses request
+	// whose "store" was true) as the worker answered it. NOT_FOUND (HTTP
+	// 404) for an id that is unknown, expired, deleted or another tenant's,
+	// alike; UNAVAILABLE (503) when the response store does not answer. The
+	// tenant comes from responses.tenant_header (metadata on gRPC).
+	GetResponse(ctx context.Context, in *GetResponseRequest, opts ...grpc.CallOption) (*GetResponseResponse, error)
+	// DeleteResponse deletes a stored Response: OpenAI's
+	// {"id","object":"response","deleted":true}; NOT_FOUND as GetResponse.
+	DeleteResponse(ctx context.Context, in *DeleteResponseRequest, opts ...grpc.CallOption) (*DeleteResponseResponse, error)
+	// ListInputItems lists a stored Response's input items (the history it
+	// continued included), paged as OpenAI pages them.
+	ListInputItems(ctx context.Context, in *ListInputItemsRequest, opts ...grpc.CallOption) (*ListInputItemsResponse, error)
 }
 
 type coordinatorServiceClient struct {
@@ -151,6 +166,36 @@ func (c *coordinatorServiceClient) CountTokens(ctx context.Context, in *CountTok
 	return out, nil
 }
 
+func (c *coordinatorServiceClient) GetResponse(ctx context.Context, in *GetResponseRequest, opts ...grpc.CallOption) (*GetResponseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResponseResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_GetResponse_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) DeleteResponse(ctx context.Context, in *DeleteResponseRequest, opts ...grpc.CallOption) (*DeleteResponseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteResponseResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_DeleteResponse_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) ListInputItems(ctx context.Context, in *ListInputItemsRequest, opts ...grpc.CallOption) (*ListInputItemsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListInputItemsResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_ListInputItems_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinatorServiceServer is the server API for CoordinatorService service.
 // All implementations must embed UnimplementedCoordinatorServiceServer
 // for forward compatibility.
@@ -207,6 +252,18 @@ type CoordinatorServiceServer interface {
 	// routes are: the body is openai.json, openai.endpoint and request_id
 	// come from the route and the X-Request-Id header.
 	CountTokens(context.Context, *CountTokensRequest) (*CountTokensResponse, error)
+	// GetResponse returns a stored OpenAI Response (a /v1/responses request
+	// whose "store" was true) as the worker answered it. NOT_FOUND (HTTP
+	// 404) for an id that is unknown, expired, deleted or another tenant's,
+	// alike; UNAVAILABLE (503) when the response store does not answer. The
+	// tenant comes from responses.tenant_header (metadata on gRPC).
+	GetResponse(context.Context, *GetResponseRequest) (*GetResponseResponse, error)
+	// DeleteResponse deletes a stored Response: OpenAI's
+	// {"id","object":"response","deleted":true}; NOT_FOUND as GetResponse.
+	DeleteResponse(context.Context, *DeleteResponseRequest) (*DeleteResponseResponse, error)
+	// ListInputItems lists a stored Response's input items (the history it
+	// continued included), paged as OpenAI pages them.
+	ListInputItems(context.Context, *ListInputItemsRequest) (*ListInputItemsResponse, error)
 	mustEmbedUnimplementedCoordinatorServiceServer()
 }
 
@@ -231,6 +288,15 @@ func (UnimplementedCoordinatorServiceServer) DeleteRequest(context.Context, *Del
 }
 func (UnimplementedCoordinatorServiceServer) CountTokens(context.Context, *CountTokensRequest) (*CountTokensResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CountTokens not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) GetResponse(context.Context, *GetResponseRequest) (*GetResponseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetResponse not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) DeleteResponse(context.Context, *DeleteResponseRequest) (*DeleteResponseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteResponse not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) ListInputItems(context.Context, *ListInputItemsRequest) (*ListInputItemsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListInputItems not implemented")
 }
 func (UnimplementedCoordinatorServiceServer) mustEmbedUnimplementedCoordinatorServiceServer() {}
 func (UnimplementedCoordinatorServiceServer) testEmbeddedByValue()                            {}
@@ -336,6 +402,60 @@ func _CoordinatorService_CountTokens_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CoordinatorService_GetResponse_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetResponseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).GetResponse(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_GetResponse_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).GetResponse(ctx, req.(*GetResponseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_DeleteResponse_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteResponseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).DeleteResponse(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_DeleteResponse_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).DeleteResponse(ctx, req.(*DeleteResponseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_ListInputItems_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListInputItemsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).ListInputItems(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_ListInputItems_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).ListInputItems(ctx, req.(*ListInputItemsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CoordinatorService_ServiceDesc is the grpc.ServiceDesc for CoordinatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -358,6 +478,18 @@ var CoordinatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CountTokens",
 			Handler:    _CoordinatorService_CountTokens_Handler,
+		},
+		{
+			MethodName: "GetResponse",
+			Handler:    _CoordinatorService_GetResponse_Handler,
+		},
+		{
+			MethodName: "DeleteResponse",
+			Handler:    _CoordinatorService_DeleteResponse_Handler,
+		},
+		{
+			MethodName: "ListInputItems",
+			Handler:    _CoordinatorService_ListInputItems_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

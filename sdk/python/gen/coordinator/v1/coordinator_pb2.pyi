@@ -46,6 +46,18 @@ class DeleteRequestResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class DeleteResponseRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DeleteResponseResponse(_message.Message):
+    __slots__ = ["json"]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: bytes
+    def __init__(self, json: _Optional[bytes] = ...) -> None: ...
+
 class GenerateRequest(_message.Message):
     __slots__ = ["openai", "request_id", "tokens"]
     OPENAI_FIELD_NUMBER: _ClassVar[int]
@@ -96,11 +108,45 @@ class GetRequestResponse(_message.Message):
     answer: OpenAIResponse
     def __init__(self, answer: _Optional[_Union[OpenAIResponse, _Mapping]] = ...) -> None: ...
 
+class GetResponseRequest(_message.Message):
+    __slots__ = ["id", "include"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    include: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., include: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetResponseResponse(_message.Message):
+    __slots__ = ["json"]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: bytes
+    def __init__(self, json: _Optional[bytes] = ...) -> None: ...
+
 class KwargsItem(_message.Message):
     __slots__ = ["data"]
     DATA_FIELD_NUMBER: _ClassVar[int]
     data: str
     def __init__(self, data: _Optional[str] = ...) -> None: ...
+
+class ListInputItemsRequest(_message.Message):
+    __slots__ = ["after", "id", "include", "limit", "order"]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    after: str
+    id: str
+    include: _containers.RepeatedScalarFieldContainer[str]
+    limit: int
+    order: str
+    def __init__(self, id: _Optional[str] = ..., limit: _Optional[int] = ..., order: _Optional[str] = ..., after: _Optional[str] = ..., include: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListInputItemsResponse(_message.Message):
+    __slots__ = ["json"]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: bytes
+    def __init__(self, json: _Optional[bytes] = ...) -> None: ...
 
 class MultimodalFeatures(_message.Message):
     __slots__ = ["kwargs_data", "mm_hashes", "mm_placeholders"]

@@ -47,6 +47,21 @@ class CoordinatorServiceStub(object):
                 request_serializer=coordinator_dot_v1_dot_coordinator__pb2.CountTokensRequest.SerializeToString,
                 response_deserializer=coordinator_dot_v1_dot_coordinator__pb2.CountTokensResponse.FromString,
                 )
+        self.GetResponse = channel.unary_unary(
+                '/coordinator.v1.CoordinatorService/GetResponse',
+                request_serializer=coordinator_dot_v1_dot_coordinator__pb2.GetResponseRequest.SerializeToString,
+                response_deserializer=coordinator_dot_v1_dot_coordinator__pb2.GetResponseResponse.FromString,
+                )
+        self.DeleteResponse = channel.unary_unary(
+                '/coordinator.v1.CoordinatorService/DeleteResponse',
+                request_serializer=coordinator_dot_v1_dot_coordinator__pb2.DeleteResponseRequest.SerializeToString,
+                response_deserializer=coordinator_dot_v1_dot_coordinator__pb2.DeleteResponseResponse.FromString,
+                )
+        self.ListInputItems = channel.unary_unary(
+                '/coordinator.v1.CoordinatorService/ListInputItems',
+                request_serializer=coordinator_dot_v1_dot_coordinator__pb2.ListInputItemsRequest.SerializeToString,
+                response_deserializer=coordinator_dot_v1_dot_coordinator__pb2.ListInputItemsResponse.FromString,
+                )
 
 
 class CoordinatorServiceServicer(object):
@@ -128,6 +143,33 @@ class CoordinatorServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetResponse(self, request, context):
+        """GetResponse returns a stored OpenAI Response (a /v1/responses request
+        whose "store" was true) as the worker answered it. NOT_FOUND (HTTP
+        404) for an id that is unknown, expired, deleted or another tenant's,
+        alike; UNAVAILABLE (503) when the response store does not answer. The
+        tenant comes from responses.tenant_header (metadata on gRPC).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteResponse(self, request, context):
+        """DeleteResponse deletes a stored Response: OpenAI's
+        {"id","object":"response","deleted":true}; NOT_FOUND as GetResponse.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListInputItems(self, request, context):
+        """ListInputItems lists a stored Response's input items (the history it
+        continued included), paged as OpenAI pages them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -155,6 +197,21 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
                     servicer.CountTokens,
                     request_deserializer=coordinator_dot_v1_dot_coordinator__pb2.CountTokensRequest.FromString,
                     response_serializer=coordinator_dot_v1_dot_coordinator__pb2.CountTokensResponse.SerializeToString,
+            ),
+            'GetResponse': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetResponse,
+                    request_deserializer=coordinator_dot_v1_dot_coordinator__pb2.GetResponseRequest.FromString,
+                    response_serializer=coordinator_dot_v1_dot_coordinator__pb2.GetResponseResponse.SerializeToString,
+            ),
+            'DeleteResponse': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteResponse,
+                    request_deserializer=coordinator_dot_v1_dot_coordinator__pb2.DeleteResponseRequest.FromString,
+                    response_serializer=coordinator_dot_v1_dot_coordinator__pb2.DeleteResponseResponse.SerializeToString,
+            ),
+            'ListInputItems': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListInputItems,
+                    request_deserializer=coordinator_dot_v1_dot_coordinator__pb2.ListInputItemsRequest.FromString,
+                    response_serializer=coordinator_dot_v1_dot_coordinator__pb2.ListInputItemsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -256,5 +313,56 @@ class CoordinatorService(object):
         return grpc.experimental.unary_unary(request, target, '/coordinator.v1.CoordinatorService/CountTokens',
             coordinator_dot_v1_dot_coordinator__pb2.CountTokensRequest.SerializeToString,
             coordinator_dot_v1_dot_coordinator__pb2.CountTokensResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetResponse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/coordinator.v1.CoordinatorService/GetResponse',
+            coordinator_dot_v1_dot_coordinator__pb2.GetResponseRequest.SerializeToString,
+            coordinator_dot_v1_dot_coordinator__pb2.GetResponseResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteResponse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/coordinator.v1.CoordinatorService/DeleteResponse',
+            coordinator_dot_v1_dot_coordinator__pb2.DeleteResponseRequest.SerializeToString,
+            coordinator_dot_v1_dot_coordinator__pb2.DeleteResponseResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListInputItems(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/coordinator.v1.CoordinatorService/ListInputItems',
+            coordinator_dot_v1_dot_coordinator__pb2.ListInputItemsRequest.SerializeToString,
+            coordinator_dot_v1_dot_coordinator__pb2.ListInputItemsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

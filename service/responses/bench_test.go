@@ -1,0 +1,50 @@
+package responses_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordinator-project/coordinator/internal/jsonbody"
+	"github.com/coordinator-project/coordinator/internal/requestbody"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
+	"github.com/coordinator-project/coordinator/service/responses"
+)
+
+// BenchmarkContinue50Turns: a request continuing a 50-turn conversation
+// of about 200 KB, as the service serves it: Begin (the record read, the
+// input rebuilt) and the rebuilt body parsed again.
+func BenchmarkContinue50Turns(b *testing.B) {
+	s := memoryStore(b, responses.Options{StoreByDefault: true, MaxHistoryBytes: 8 << 20})
+	text := strings.Repeat("lorem ipsum dolor sit amet ", 74) // ~2 KB a message
+	var items []string
+	for i := range 49 {
+		items = append(items, fmt.Sprintf(`{"role":"user","content":"%d %s"}`, i, text),
+			fmt.Sprintf(`{"id":"msg_%d","type":"message","role":"assistant","content":[{"type":"output_text","text":"%s"}]}`, i, text))
+	}
+	root, err := jsonbody.ParseObject([]byte(`{"model":"m","input":[` + strings.Join(items, ",") + `]}`))
+	require.NoError(b, err)
+	turn, _, err := s.Begin(context.Background(), root, "")
+	require.NoError(b, err)
+	require.NoError(b, turn.Sink(nullSink{}).Response(200, "application/json",
+		[]byte(`{"id":"resp_49","output":[{"id":"msg_49","type":"message","role":"assistant","content":[{"type":"output_text","text":"`+text+`"}]}]}`)))
+	turn.Finish(context.Background(), discard(), "r")
+	body := []byte(`{"model":"m","input":"turn 50","previous_response_id":"resp_49","store":false}`)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		doc, err := requestbody.Parse(body, legs.FormatResponses)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := s.Begin(context.Background(), doc.Root(), ""); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := requestbody.Parse(doc.Bytes(), legs.FormatResponses); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
