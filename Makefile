@@ -123,6 +123,7 @@ bench: ## Benchmarks: coordinator vs a bare reverse proxy (TTFB, CPU), the casca
 	go run ./cmd/coordinator-bench $(BENCH_ARGS)
 	go test -run '^$$' -bench 'Rollout|REST|TracingCost' -benchtime 20x ./cmd/coordinator
 	go test -run '^$$' -bench InProcessTransport -benchtime 1s ./internal/inproc
+	go test -run '^$$' -bench Continue50Turns -benchtime 200x ./service/responses
 
 SOAK_DURATION ?= 10m
 

@@ -47,4 +47,6 @@ func BenchmarkContinue50Turns(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// The history's size, to read B/op against (the goal: at most 3x).
+	b.ReportMetric(float64(len(root.Bytes())), "history-B")
 }
