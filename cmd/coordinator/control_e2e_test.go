@@ -266,7 +266,9 @@ func TestPauseAbortEndsTheRolloutsInFlight(t *testing.T) {
 		v := ro.views[0]
 		assert.Equal(t, coordinatorv1.FinishReason_FINISH_REASON_ABORT, v.Finish, id)
 		assert.Less(t, len(v.IDs), maxTokens, id)
-		assert.Equal(t, sim.CompletionTokens(ro.prompt, maxTokens, 0)[:len(v.IDs)], v.IDs, "%s: the partial tokens", id)
+		if len(v.IDs) > 0 { // an abort may come before the first token
+			assert.Equal(t, sim.CompletionTokens(ro.prompt, maxTokens, 0)[:len(v.IDs)], v.IDs, "%s: the partial tokens", id)
+		}
 	}
 	_, err = r.control.Resume(ctx, &coordinatorv1.ResumeRequest{})
 	require.NoError(t, err)
