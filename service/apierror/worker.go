@@ -48,11 +48,12 @@ func workerError(body []byte) (message, param string, ok bool) {
 		return "", "", false
 	}
 	_ = json.Unmarshal(o.Param, &param) // null or not a string: ""
-	return truncate(o.Message, maxWorkerMessage), param, true
+	return Truncate(o.Message, maxWorkerMessage), param, true
 }
 
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
+// Truncate cuts s to at most n bytes on a rune boundary, marking the cut:
+// a worker's text kept in a status (whose strings must be valid UTF-8).
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -458,3 +459,27 @@ func getJSON(t *testing.T, url string) (int, string) {
 }
 
 func jsonUint(n uint64) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestAnEngineErrorIsKeptAsValidText: an engine's error answer, long and
+// not ASCII (or not UTF-8 at all), is cut on a rune boundary and made
+// valid UTF-8: the per-worker results still travel in the status.
+func TestAnEngineErrorIsKeptAsValidText(t *testing.T) {
+	t.Parallel()
+	for name, body := range map[string]string{
+		"long, not ASCII": `{"error":"` + strings.Repeat("é", 600) + `"}`,
+		"not UTF-8":       "\xff\xfe broken",
+	} {
+		srv := newLoopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, body)
+		}))
+		e := newEnv(t, []fleet.Worker{fleet.NewWorker(fleet.Decode, srv)}, envOptions{})
+		_, err := e.client.Resume(t.Context(), &coordinatorv1.ResumeRequest{})
+		st := status.Convert(err)
+		require.Equal(t, codes.Unavailable, st.Code(), "%s: %v", name, err)
+		require.Len(t, st.Details(), 1, name)
+		msg := st.Details()[0].(*coordinatorv1.ControlFailure).GetResults()[0].GetError()
+		assert.True(t, utf8.ValidString(msg), name)
+		assert.LessOrEqual(t, len(msg), 600, "%s: cut", name)
+	}
+}

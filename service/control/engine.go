@@ -18,6 +18,7 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/fleet"
+	"github.com/coordinator-project/coordinator/service/apierror"
 )
 
 // maxAnswerBytes caps an engine's answer to a control route: they are
@@ -126,8 +127,8 @@ func jsonObject(data []byte) *structpb.Struct {
 }
 
 // errorText is an engine's error answer as text: vLLM's "error", "detail"
-// or "message" field when it has one, else the answer itself, cut to
-// maxErrorText bytes.
+// or "message" field when it has one, else the answer itself, as valid
+// UTF-8 cut on a rune boundary to maxErrorText bytes.
 func errorText(data []byte) string {
 	var fields struct {
 		Error   any `json:"error"`
@@ -149,10 +150,8 @@ func errorText(data []byte) string {
 			}
 		}
 	}
-	if len(text) > maxErrorText {
-		text = text[:maxErrorText] + "..."
-	}
-	return text
+	// Kept in a status detail, whose strings must be valid UTF-8.
+	return apierror.Truncate(strings.ToValidUTF8(text, "\uFFFD"), maxErrorText)
 }
 
 // workerPB is w's message.
