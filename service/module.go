@@ -35,7 +35,7 @@ var Module = fx.Module("service",
 	fx.Provide(newCoordinator, newInterceptors, newGRPCServer, fx.Private), // the module's own
 	fx.Provide(
 		newGatewayClient,
-		func() *legids.Registry { return &legids.Registry{} },
+		newInFlight,
 		fx.Annotate(newPipeline, fx.ParamTags(`group:"steps"`)),
 		health.NewServer,
 		newInProcess,
@@ -243,4 +243,14 @@ func AdmissionCounters(m *metrics.Metrics) admission.Counters {
 		ShutdownCut:          m.ShutdownCut,
 		HoldOutcome:          m.HoldOutcome,
 	}
+}
+
+// newInFlight is the registry of the requests in flight that the control
+// plane's abort by id reads; nil (free on the request path) when
+// control.listen_addr is off.
+func newInFlight(cfg config.Config) *legids.Registry {
+	if !cfg.Control.Enabled() {
+		return nil
+	}
+	return &legids.Registry{}
 }

@@ -21,3 +21,9 @@ func TestLegsNameTheRequestsInFlightByTheirClientsIDs(t *testing.T) {
 	assert.ElementsMatch(t, []string{"rollout-1", "rollout-1-00000000000000bb"}, r.Legs([]string{"rollout-1"}), "an ended request is not named")
 	assert.Empty(t, r.Legs(nil))
 }
+
+func TestANilRegistryRecordsNothing(t *testing.T) { // not parallel: AllocsPerRun
+	var r *Registry
+	r.Add("a", "a-1")() // no panic, nothing kept
+	assert.Equal(t, 0.0, testing.AllocsPerRun(100, func() { r.Add("a", "a-1")() }), "free on the request path")
+}
