@@ -483,3 +483,24 @@ func TestAnEngineErrorIsKeptAsValidText(t *testing.T) {
 		assert.LessOrEqual(t, len(msg), 600, "%s: cut", name)
 	}
 }
+
+// TestAHugeEngineAnswerIsCut: an engine answering past 1 MiB fails its
+// result without the coordinator holding more than the cap of it.
+func TestAHugeEngineAnswerIsCut(t *testing.T) {
+	t.Parallel()
+	srv := newLoopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		chunk := []byte(strings.Repeat("x", 64<<10))
+		for range 256 { // 16 MiB, more than the reader ever takes
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	e := newEnv(t, []fleet.Worker{fleet.NewWorker(fleet.Decode, srv)}, envOptions{})
+	_, err := e.client.Resume(t.Context(), &coordinatorv1.ResumeRequest{})
+	st := status.Convert(err)
+	require.Equal(t, codes.Unavailable, st.Code(), "%v", err)
+	res := st.Details()[0].(*coordinatorv1.ControlFailure).GetResults()[0]
+	assert.Equal(t, "answer over 1048576 bytes", res.GetError())
+	assert.Nil(t, res.GetBody())
+}
