@@ -47,7 +47,7 @@ func (m *Metrics) NewResponseStore() *ResponseStore {
 		}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "coordinator_response_store_duration_seconds",
-			Help:    "Response store operation latency by operation (get, put, delete, ping) and backend (memory, redis).",
+			Help:    "Response store operation latency by operation (get, put, update, delete, ping) and backend (memory, redis).",
 			Buckets: stepBuckets,
 		}, []string{"operation", "backend"}),
 	}
