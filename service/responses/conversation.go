@@ -11,6 +11,7 @@ import (
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/responsestore"
+	"github.com/coordinator-project/coordinator/internal/wire/legs"
 )
 
 // conversationKind is the responsestore.Key kind of a conversation.
@@ -164,4 +165,63 @@ func (s *Store) updateConversation(ctx context.Context, tenant, id, item string,
 		return next, status.Errorf(codes.InvalidArgument, "conversation %s would be larger than responses.store.max_bytes", id)
 	}
 	return next, lookupStatus(err, convNotFound(id))
+}
+
+// conversationKey is the request member naming the conversation a
+// Responses request continues.
+const conversationKey = "conversation"
+
+// conversationID is the body's conversation id ("conversation": "conv_…"
+// or {"id": "conv_…"}), "" when absent or null.
+func conversationID(root *jsonbody.Object) (string, error) {
+	raw, ok := root.Get(conversationKey)
+	if !ok || jsonbody.IsNull(raw) {
+		return "", nil
+	}
+	if raw[0] == '{' {
+		obj, err := jsonbody.ParseObject(raw)
+		if err != nil {
+			return "", legs.Invalidf(`"conversation" must be an id or {"id": id}`)
+		}
+		raw, _ = obj.Get("id")
+	}
+	id, ok := jsonbody.String(raw)
+	if !ok || id == "" {
+		return "", legs.Invalidf(`"conversation" must be an id or {"id": id}`)
+	}
+	return id, nil
+}
+
+// conversationHistory is the input that continues tenant's conversation
+// id: its items, then items; within responses.max_history_bytes.
+func (s *Store) conversationHistory(ctx context.Context, tenant, id string, items []byte) ([]byte, error) {
+	c, err := s.loadConversation(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	n := len(c.items) + len(items)
+	if err := s.checkHistory(n, conversationKey); err != nil {
+		return nil, err
+	}
+	return concatArrays(make([]byte, 0, n), c.items, items), nil
+}
+
+// appendToConversation appends the turn's own input items and its
+// answer's output items to its conversation, unless the answer failed.
+func (t *Turn) appendToConversation(ctx context.Context) error {
+	resp, err := jsonbody.ParseObject(t.answer)
+	if err != nil {
+		return fmt.Errorf("answer: %w", err)
+	}
+	if st, _ := resp.String("status"); st == "failed" {
+		return nil
+	}
+	output, ok := resp.Get("output")
+	if !ok || output[0] != '[' {
+		output = []byte("[]")
+	}
+	_, err = t.store.updateConversation(ctx, t.tenant, t.conversation, "", func(c conversation) (conversation, error) {
+		return c.withItems(t.own).withItems(output), nil
+	})
+	return err
 }
