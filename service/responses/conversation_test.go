@@ -128,7 +128,10 @@ func TestConversationRefusals(t *testing.T) {
 		{"create: metadata not strings", func() error { _, err := s.CreateConversation(ctx, "", []byte(`{"metadata":{"a":1}}`)); return err }, `"metadata.a" must be a string`},
 		{"update: no metadata", func() error { _, err := s.UpdateConversation(ctx, "", id, []byte(`{}`)); return err }, `"metadata" is required`},
 		{"add: no items", func() error { _, err := s.AddConversationItems(ctx, "", id, []byte(`{}`)); return err }, `"items" is required`},
-		{"add: 21 items", func() error { _, err := s.AddConversationItems(ctx, "", id, []byte(`{"items":`+items21+`}`)); return err }, "at most 20 items"},
+		{"add: 21 items", func() error {
+			_, err := s.AddConversationItems(ctx, "", id, []byte(`{"items":`+items21+`}`))
+			return err
+		}, "at most 20 items"},
 		{"list: limit", func() error { _, err := s.ConversationItems(ctx, "", id, responses.Page{Limit: 101}); return err }, "limit"},
 		{"list: after unknown", func() error { _, err := s.ConversationItems(ctx, "", id, responses.Page{After: "msg_x"}); return err }, "after: no item with id 'msg_x'"},
 	} {
@@ -168,7 +171,10 @@ func TestConversationTenantIsolation(t *testing.T) {
 		_, err := s.UpdateConversation(ctx, "b", id, []byte(`{"metadata":{}}`))
 		return err
 	})
-	same("list", func(s *responses.Store) error { _, err := s.ConversationItems(ctx, "b", id, responses.Page{}); return err })
+	same("list", func(s *responses.Store) error {
+		_, err := s.ConversationItems(ctx, "b", id, responses.Page{})
+		return err
+	})
 	same("add", func(s *responses.Store) error {
 		_, err := s.AddConversationItems(ctx, "b", id, []byte(`{"items":[{"role":"user","content":"y"}]}`))
 		return err
