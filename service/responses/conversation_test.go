@@ -281,3 +281,55 @@ func TestConversationConcurrentAppends(t *testing.T) {
 		})
 	}
 }
+
+// TestConversationStoreUnavailable: with the store not answering, every
+// conversation route and a turn continuing a conversation get
+// UNAVAILABLE (503), never a silent answer.
+func TestConversationStoreUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, call := range map[string]func(s *responses.Store) error{
+		"create": func(s *responses.Store) error { _, err := s.CreateConversation(ctx, "", nil); return err },
+		"get":    func(s *responses.Store) error { _, err := s.Conversation(ctx, "", "conv_1"); return err },
+		"update": func(s *responses.Store) error {
+			_, err := s.UpdateConversation(ctx, "", "conv_1", []byte(`{"metadata":{}}`))
+			return err
+		},
+		"delete": func(s *responses.Store) error { _, err := s.DeleteConversation(ctx, "", "conv_1"); return err },
+		"list": func(s *responses.Store) error {
+			_, err := s.ConversationItems(ctx, "", "conv_1", responses.Page{})
+			return err
+		},
+		"add": func(s *responses.Store) error {
+			_, err := s.AddConversationItems(ctx, "", "conv_1", []byte(`{"items":[{"role":"user","content":"x"}]}`))
+			return err
+		},
+		"get item": func(s *responses.Store) error { _, err := s.ConversationItem(ctx, "", "conv_1", "msg_1"); return err },
+		"delete item": func(s *responses.Store) error {
+			_, err := s.DeleteConversationItem(ctx, "", "conv_1", "msg_1")
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := call(downStore(t))
+			assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+		})
+	}
+	t.Run("turn", func(t *testing.T) {
+		t.Parallel()
+		_, _, err := begin(t, downStore(t), "", `{"input":"hi","store":false,"conversation":"conv_1"}`)
+		assert.Equal(t, codes.Unavailable, status.Code(err))
+		assert.Equal(t, `"conversation" needs the response store, which is unavailable`, status.Convert(err).Message())
+	})
+}
+
+// downStore is a Store over a Redis that does not answer, a client of its
+// own (few enough failed dials that go-redis starts no background redial).
+func downStore(t *testing.T) *responses.Store {
+	t.Helper()
+	rd, err := responsestore.NewRedis(responsestore.RedisOptions{URL: "redis://127.0.0.1:1", MaxBytes: 1 << 20, Timeout: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rd.Close() })
+	return responses.NewStore(rd, "redis", responses.Options{TTL: time.Hour, MaxHistoryBytes: 1 << 20}, metrics.New().NewResponseStore())
+}
