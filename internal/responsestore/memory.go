@@ -66,6 +66,9 @@ func (m *Memory) Update(_ context.Context, key Key, ttl time.Duration, fn func(o
 	if el, ok := m.entries[k]; ok {
 		if e := el.Value.(*entry); m.o.Now().Before(e.expires) {
 			old = e.value
+			if old == nil {
+				old = []byte{} // stored, though empty
+			}
 		}
 	}
 	value, err := fn(old)

@@ -160,6 +160,12 @@ func TestUpdateAppendsConcurrently(t *testing.T) {
 			ctx := t.Context()
 			key := responsestore.Key{Tenant: "alice", Kind: "conversation", ID: responsestore.NewID("conv")}
 			require.NoError(t, s.Put(ctx, key, nil, time.Minute))
+			require.NoError(t, s.Update(ctx, key, time.Minute, func(old []byte) ([]byte, error) {
+				if old == nil {
+					return nil, responsestore.ErrNotFound
+				}
+				return old, nil
+			}), "an empty value is stored: old is not nil")
 			const writers = 8
 			errs := make(chan error, writers)
 			for i := range writers {

@@ -163,6 +163,8 @@ func (s *Store) updateConversation(ctx context.Context, tenant, id, item string,
 		return next, status.Error(codes.NotFound, itemNotFound(item))
 	case errors.Is(err, responsestore.ErrTooLarge):
 		return next, status.Errorf(codes.InvalidArgument, "conversation %s would be larger than responses.store.max_bytes", id)
+	case errors.Is(err, responsestore.ErrContended):
+		return next, status.Errorf(codes.Unavailable, "conversation %s is being changed by other requests: retry", id)
 	}
 	return next, lookupStatus(err, convNotFound(id))
 }

@@ -149,6 +149,8 @@ func (s *Store) update(ctx context.Context, key responsestore.Key, fn func(old [
 		s.metrics.Write(metrics.StoreWriteTooLarge, 0)
 	case errors.Is(err, responsestore.ErrNotFound):
 		s.metrics.Lookup(false)
+	case errors.Is(err, responsestore.ErrContended):
+		s.metrics.Write(metrics.StoreWriteError, 0)
 	}
 	return err
 }
