@@ -58,7 +58,8 @@ func (m *Memory) Put(_ context.Context, key Key, value []byte, ttl time.Duration
 	return nil
 }
 
-// Update implements Store: fn runs under the store's lock, once.
+// Update implements Store: fn runs under the store's lock, once; the
+// value it returns is kept as it is (fn must not change it afterwards).
 func (m *Memory) Update(_ context.Context, key Key, ttl time.Duration, fn func(old []byte) ([]byte, error)) error {
 	k := key.String()
 	m.mu.Lock()
@@ -79,7 +80,7 @@ func (m *Memory) Update(_ context.Context, key Key, ttl time.Duration, fn func(o
 		m.mu.Unlock()
 		return err
 	}
-	evicted := m.put(k, append([]byte(nil), value...), ttl)
+	evicted := m.put(k, value, ttl)
 	m.mu.Unlock()
 	m.evicted(evicted)
 	return nil

@@ -64,7 +64,8 @@ type Store interface {
 	// Update or Delete of key lands between the read and the write, so
 	// two updates appending to one value both land. An error of fn is
 	// Update's, nothing written. fn may run more than once (Redis retries
-	// a transaction another client's write aborted) and must not keep old.
+	// a transaction another client's write aborted), must not keep old,
+	// and hands the store the value it returns (not to be changed after).
 	Update(ctx context.Context, key Key, ttl time.Duration, fn func(old []byte) ([]byte, error)) error
 }
 

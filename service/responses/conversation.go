@@ -223,7 +223,7 @@ func (t *Turn) appendToConversation(ctx context.Context) error {
 		output = []byte("[]")
 	}
 	_, err = t.store.updateConversation(ctx, t.tenant, t.conversation, "", func(c conversation) (conversation, error) {
-		return c.withItems(t.own).withItems(output), nil
+		return c.withItems(concatArrays(make([]byte, 0, len(t.own)+len(output)+1), t.own, output)), nil
 	})
 	return err
 }
