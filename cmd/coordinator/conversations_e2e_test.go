@@ -137,7 +137,7 @@ func conversationItems(t *testing.T, st *stack, id string, a1, a3 storedAnswer) 
 	assert.Len(t, page.Data, 6)
 	assert.NotContains(t, raw, first.ID)
 
-	code, raw = send(t, st, http.MethodPost, "/v1/conversations/"+id+"/items", `{"items":[{"role":"user","content":"added"}]}`, "a")
+	code, raw = send(t, st, http.MethodPost, "/v1/conversations/"+id+"/items?include[]=message.output_text.logprobs", `{"items":[{"role":"user","content":"added"}]}`, "a")
 	require.Equal(t, http.StatusOK, code, raw)
 	assert.Contains(t, raw, `"content":"added"`)
 	code, raw = send(t, st, http.MethodPost, "/v1/conversations/"+id, `{"metadata":{"topic":"sums"}}`, "a")
