@@ -3,7 +3,10 @@
 // "Stored responses") with the official OpenAI Node SDK (npm openai@6): a
 // conversation by previous_response_id, client.responses.retrieve,
 // client.responses.inputItems.list (paged), client.responses.delete, and
-// the NotFoundError a deleted id then raises.
+// the NotFoundError a deleted id then raises; then a Conversations round
+// trip: client.conversations.create, responses.create({conversation}),
+// client.conversations.items.list (paged), items.retrieve, items.delete,
+// client.conversations.delete.
 //
 //	make run   # in another terminal: coordinator + simulator
 //	cd examples && npm ci && node openai_responses_stored.mjs --base-url http://127.0.0.1:8080/v1
@@ -66,4 +69,46 @@ try {
 } catch (err) {
   if (!(err instanceof OpenAI.NotFoundError)) throw err;
   console.log(`deleted: ${err.status} ${err.message}`);
+}
+
+// A conversation: created with a developer item, continued by two turns.
+const conv = await client.conversations.create({
+  metadata: { topic: "primes" },
+  items: [{ type: "message", role: "developer", content: "Answer in one word." }],
+});
+if (!conv.id?.startsWith("conv_") || conv.object !== "conversation" || conv.metadata?.topic !== "primes") {
+  fail(`conversations.create: ${JSON.stringify(conv)}`);
+}
+const convTurns = [];
+for (const text of ["Name a prime number.", "And the next one?"]) {
+  const r = await client.responses.create({
+    model: args.model, input: text, max_output_tokens: 8, conversation: conv.id,
+  });
+  if (!r.id) fail("a conversation turn without an id");
+  convTurns.push(r);
+}
+const convItems = [];
+for await (const item of client.conversations.items.list(conv.id, { limit: 2, order: "asc" })) {
+  convItems.push(item);
+}
+// developer, then user and answer of each turn.
+if (convItems.length !== 5) fail(`conversation items: ${convItems.length}, want 5: ${JSON.stringify(convItems)}`);
+if (convItems[2].id !== convTurns[0].output[0].id) fail("the first answer is not the third conversation item");
+console.log(`conversation items: ${convItems.map((it) => it.role ?? it.type).join(", ")}`);
+
+const one = await client.conversations.items.retrieve(convItems[1].id, { conversation_id: conv.id });
+if (one.id !== convItems[1].id) fail(`conversations.items.retrieve: ${JSON.stringify(one)}`);
+const after = await client.conversations.items.delete(convItems[1].id, { conversation_id: conv.id });
+if (after.id !== conv.id) fail(`conversations.items.delete: ${JSON.stringify(after)}`);
+
+const gone = await client.conversations.delete(conv.id);
+if (gone.id !== conv.id || gone.object !== "conversation.deleted" || gone.deleted !== true) {
+  fail(`conversations.delete: ${JSON.stringify(gone)}`);
+}
+try {
+  await client.conversations.retrieve(conv.id);
+  fail("a deleted conversation was retrieved");
+} catch (err) {
+  if (!(err instanceof OpenAI.NotFoundError)) throw err;
+  console.log(`conversation deleted: ${err.status} ${err.message}`);
 }

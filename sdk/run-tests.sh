@@ -11,6 +11,7 @@
 #   examples/openai_chat.mjs      (OpenAI Node SDK, streamed, over REST)
 #   examples/openai_responses.mjs (OpenAI Node SDK, responses.create, streamed and not, inputTokens.count)
 #   examples/openai_responses_stored.mjs (OpenAI Node SDK: previous_response_id, retrieve, inputItems.list, delete)
+#     and a Conversations round trip (conversations.create, responses.create({conversation}), items.list, delete)
 #   examples/anthropic_messages.mjs (Anthropic SDK, messages.create, .stream and .countTokens)
 # and stops both servers. `make sdk-test` runs it; .ci/run runs it after
 # `make test`. Needs Go, curl, Node 20 + npm, and Debian's python3-grpcio and
@@ -147,7 +148,7 @@ step "GET /openapi.json"
 curl -fsS "$COORDINATOR_REST_URL/openapi.json" | "$PYTHON" -c '
 import json, sys
 doc = json.load(sys.stdin)
-want = {"/v1/chat/completions", "/v1/completions", "/inference/v1/generate", "/v1/responses", "/v1/messages", "/v1/responses/input_tokens", "/v1/messages/count_tokens", "/v1/requests/{id}", "/healthz", "/readyz", "/metrics"}
+want = {"/v1/chat/completions", "/v1/completions", "/inference/v1/generate", "/v1/responses", "/v1/messages", "/v1/responses/input_tokens", "/v1/messages/count_tokens", "/v1/requests/{id}", "/v1/conversations", "/healthz", "/readyz", "/metrics"}
 missing = want - set(doc["paths"])
 if missing:
     sys.exit(f"openapi.json lacks {sorted(missing)}")

@@ -54,6 +54,8 @@ func TestCheckResponses(t *testing.T) {
 		{"unknown top-level members go on", `{"input":"hi","vllm_xargs":{"a":1},"top_k":3}`, ""},
 		{"store true", `{"input":"hi","store":true}`, `"store": true is not supported`},
 		{"previous response", `{"input":"hi","previous_response_id":"resp_1"}`, `"previous_response_id" is not supported`},
+		{"conversation", `{"input":"hi","conversation":"conv_1"}`, `"conversation" is not supported`},
+		{"conversation object", `{"input":"hi","conversation":{"id":"conv_1"}}`, `"conversation" is not supported`},
 		{"background", `{"input":"hi","background":true}`, `"background": true is not supported`},
 		// vLLM's pydantic reads these as true: the coordinator must too.
 		{"store string true", `{"input":"hi","store":"true"}`, `"store": true is not supported`},

@@ -44,8 +44,8 @@ func checkResponses(root *jsonbody.Object, stored bool) error {
 	return eachObject(raw, bodykeys.Input, checkResponsesItem)
 }
 
-// checkStateless refuses "store": true and a "previous_response_id" unless
-// stored.
+// checkStateless refuses "store": true, a "previous_response_id" and a
+// "conversation" unless stored.
 func checkStateless(root *jsonbody.Object, stored bool) error {
 	if stored {
 		return nil
@@ -55,6 +55,9 @@ func checkStateless(root *jsonbody.Object, stored bool) error {
 	}
 	if raw, ok := root.Get("previous_response_id"); ok && !jsonbody.IsNull(raw) {
 		return legs.Invalidf(`"previous_response_id" is not supported: the coordinator is stateless (send the conversation in "input")`)
+	}
+	if raw, ok := root.Get("conversation"); ok && !jsonbody.IsNull(raw) {
+		return legs.Invalidf(`"conversation" is not supported: the coordinator is stateless (send the conversation in "input")`)
 	}
 	return nil
 }

@@ -51,9 +51,44 @@ func (m *Memory) Put(_ context.Context, key Key, value []byte, ttl time.Duration
 	if int64(len(value)) > m.o.MaxBytes {
 		return ErrTooLarge
 	}
-	k := key.String()
-	e := &entry{key: k, value: append([]byte(nil), value...), expires: m.o.Now().Add(ttl)}
 	m.mu.Lock()
+	evicted := m.put(key.String(), append([]byte(nil), value...), ttl)
+	m.mu.Unlock()
+	m.evicted(evicted)
+	return nil
+}
+
+// Update implements Store: fn runs under the store's lock, once; the
+// value it returns is kept as it is (fn must not change it afterwards).
+func (m *Memory) Update(_ context.Context, key Key, ttl time.Duration, fn func(old []byte) ([]byte, error)) error {
+	k := key.String()
+	m.mu.Lock()
+	var old []byte
+	if el, ok := m.entries[k]; ok {
+		if e := el.Value.(*entry); m.o.Now().Before(e.expires) {
+			old = e.value
+			if old == nil {
+				old = []byte{} // stored, though empty
+			}
+		}
+	}
+	value, err := fn(old)
+	if err == nil && int64(len(value)) > m.o.MaxBytes {
+		err = ErrTooLarge
+	}
+	if err != nil {
+		m.mu.Unlock()
+		return err
+	}
+	evicted := m.put(k, value, ttl)
+	m.mu.Unlock()
+	m.evicted(evicted)
+	return nil
+}
+
+// put stores value (owned) under k, evicting the least recently used to
+// make room, and returns how many it evicted; the caller holds mu.
+func (m *Memory) put(k string, value []byte, ttl time.Duration) int {
 	if old, ok := m.entries[k]; ok {
 		m.remove(old)
 	}
@@ -62,13 +97,16 @@ func (m *Memory) Put(_ context.Context, key Key, value []byte, ttl time.Duration
 		m.remove(m.lru.Back())
 		evicted++
 	}
-	m.entries[k] = m.lru.PushFront(e)
+	m.entries[k] = m.lru.PushFront(&entry{key: k, value: value, expires: m.o.Now().Add(ttl)})
 	m.bytes += int64(len(value))
-	m.mu.Unlock()
-	if evicted > 0 && m.o.Evicted != nil {
-		m.o.Evicted(evicted)
+	return evicted
+}
+
+// evicted tells MemoryOptions.Evicted of n evictions (under no lock).
+func (m *Memory) evicted(n int) {
+	if n > 0 && m.o.Evicted != nil {
+		m.o.Evicted(n)
 	}
-	return nil
 }
 
 // Get implements Store; it makes the value the most recently used.

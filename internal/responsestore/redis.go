@@ -68,6 +68,58 @@ func (r *Redis) Get(ctx context.Context, key Key) ([]byte, error) {
 	return v, unavailable(err)
 }
 
+// updateAttempts bounds the optimistic transactions of one Update: each
+// retry follows another client's write of the same key.
+const updateAttempts = 16
+
+// ErrContended is Update's answer when other writers of the key aborted
+// every one of its attempts.
+var ErrContended = errors.New("responsestore: update contended")
+
+// Update implements Store with an optimistic transaction: WATCH the key,
+// GET it, fn, then MULTI SET EXEC, which Redis aborts when another client
+// wrote the key after the WATCH; the attempt is then retried (fn runs
+// again on the new value), at most updateAttempts times.
+func (r *Redis) Update(ctx context.Context, key Key, ttl time.Duration, fn func(old []byte) ([]byte, error)) error {
+	k := r.prefix + key.String()
+	txf := func(tx *redis.Tx) error {
+		old, err := tx.Get(ctx, k).Bytes()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		value, err := fn(old)
+		if err != nil {
+			return fnError{err}
+		}
+		if int64(len(value)) > r.maxBytes {
+			return fnError{ErrTooLarge}
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, k, value, ttl)
+			return nil
+		})
+		return err
+	}
+	for range updateAttempts {
+		err := r.client.Watch(ctx, txf, k)
+		var fe fnError
+		switch {
+		case errors.Is(err, redis.TxFailedErr):
+			continue
+		case errors.As(err, &fe):
+			return fe.err
+		}
+		return unavailable(err)
+	}
+	return ErrContended
+}
+
+// fnError carries an error of Update's fn (or its size check) out of the
+// transaction, told apart from Redis's own.
+type fnError struct{ err error }
+
+func (e fnError) Error() string { return e.err.Error() }
+
 // Delete implements Store.
 func (r *Redis) Delete(ctx context.Context, key Key) error {
 	n, err := r.client.Del(ctx, r.prefix+key.String()).Result()

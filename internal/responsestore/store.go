@@ -59,6 +59,14 @@ type Store interface {
 	Get(ctx context.Context, key Key) ([]byte, error)
 	// Delete removes key; ErrNotFound when it was not stored.
 	Delete(ctx context.Context, key Key) error
+	// Update replaces the value of key with fn's answer for it (old is
+	// nil when key is not stored), for ttl, atomically: no other Put,
+	// Update or Delete of key lands between the read and the write, so
+	// two updates appending to one value both land. An error of fn is
+	// Update's, nothing written. fn may run more than once (Redis retries
+	// a transaction another client's write aborted), must not keep old,
+	// and hands the store the value it returns (not to be changed after).
+	Update(ctx context.Context, key Key, ttl time.Duration, fn func(old []byte) ([]byte, error)) error
 }
 
 // NewID is a new unguessable id with prefix ("resp", "conv", "msg"):

@@ -152,3 +152,59 @@ func TestRedisExpiry(t *testing.T) {
 		return err == responsestore.ErrNotFound
 	}, 30*time.Second, 20*time.Millisecond, "Redis expires it at its ttl")
 }
+
+func TestUpdateAppendsConcurrently(t *testing.T) {
+	t.Parallel()
+	for name, s := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			key := responsestore.Key{Tenant: "alice", Kind: "conversation", ID: responsestore.NewID("conv")}
+			require.NoError(t, s.Put(ctx, key, nil, time.Minute))
+			require.NoError(t, s.Update(ctx, key, time.Minute, func(old []byte) ([]byte, error) {
+				if old == nil {
+					return nil, responsestore.ErrNotFound
+				}
+				return old, nil
+			}), "an empty value is stored: old is not nil")
+			const writers = 8
+			errs := make(chan error, writers)
+			for i := range writers {
+				go func() {
+					errs <- s.Update(ctx, key, time.Minute, func(old []byte) ([]byte, error) {
+						return append(append([]byte(nil), old...), byte('a'+i)), nil
+					})
+				}()
+			}
+			for range writers {
+				require.NoError(t, <-errs)
+			}
+			got, err := s.Get(ctx, key)
+			require.NoError(t, err)
+			assert.Len(t, got, writers, "every update landed: %q", got)
+			for i := range writers {
+				assert.Contains(t, string(got), string(rune('a'+i)))
+			}
+		})
+	}
+}
+
+func TestUpdateFnErrorWritesNothing(t *testing.T) {
+	t.Parallel()
+	for name, s := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			key := responsestore.Key{Tenant: "alice", Kind: "conversation", ID: responsestore.NewID("conv")}
+			err := s.Update(ctx, key, time.Minute, func(old []byte) ([]byte, error) {
+				if old == nil {
+					return nil, responsestore.ErrNotFound
+				}
+				return old, nil
+			})
+			require.ErrorIs(t, err, responsestore.ErrNotFound)
+			_, err = s.Get(ctx, key)
+			require.ErrorIs(t, err, responsestore.ErrNotFound, "nothing written")
+			err = s.Update(ctx, key, time.Minute, func([]byte) ([]byte, error) { return make([]byte, 1<<20+1), nil })
+			require.ErrorIs(t, err, responsestore.ErrTooLarge)
+		})
+	}
+}

@@ -177,6 +177,26 @@ class CoordinatorSDKTest(unittest.TestCase):
         self.assertEqual("response.completed", names[-1])
         self.assertEqual(4, names.count("response.output_text.delta"))
 
+    def test_conversation_round_trip(self) -> None:
+        created = json.loads(self.client.CreateConversation(pb.CreateConversationRequest(
+            json=b'{"items":[{"type":"message","role":"developer","content":"Be brief."}]}'), timeout=30).json)
+        self.assertEqual("conversation", created["object"])
+        conv = created["id"]
+        body = {"model": "sim-model", "input": "Hello", "max_output_tokens": 4, "conversation": conv, "store": False}
+        resp = self.client.Generate(pb.GenerateRequest(request_id=request_id(), openai=pb.OpenAIRequest(
+            endpoint=pb.ENDPOINT_RESPONSES, json=json.dumps(body).encode())), timeout=30)
+        self.assertEqual(200, resp.openai.status_code)
+        answer = json.loads(resp.openai.json)
+        items = json.loads(self.client.ListConversationItems(
+            pb.ListConversationItemsRequest(id=conv, order="asc"), timeout=30).json)
+        self.assertEqual(["developer", "user", "assistant"], [it.get("role") for it in items["data"]])
+        self.assertEqual(answer["output"][0]["id"], items["last_id"])
+        deleted = json.loads(self.client.DeleteConversation(pb.DeleteConversationRequest(id=conv), timeout=30).json)
+        self.assertEqual({"id": conv, "object": "conversation.deleted", "deleted": True}, deleted)
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.client.GetConversation(pb.GetConversationRequest(id=conv), timeout=30)
+        self.assertEqual(grpc.StatusCode.NOT_FOUND, caught.exception.code())
+
     def test_invalid_argument_names_the_field(self) -> None:
         cases = {
             "tokens.token_ids": pb.TokensRequest(model="sim-model"),

@@ -12,8 +12,9 @@ const (
 	// StoreRedis keeps them in the Redis of responses.store.redis_url,
 	// shared by every replica.
 	StoreRedis = "redis"
-	// StoreOff keeps none: "store": true and previous_response_id are
-	// refused (400), every request is served statelessly.
+	// StoreOff keeps none: "store": true, previous_response_id and
+	// conversation are refused (400), every request is served
+	// statelessly.
 	StoreOff = "off"
 )
 
@@ -24,7 +25,9 @@ const TenantAuthorization = "authorization"
 // Responses configures the stored OpenAI Responses (coordinator extension,
 // docs/responses-messages.md "Stored responses"): "store",
 // previous_response_id, GET and DELETE /v1/responses/{id} and
-// /v1/responses/{id}/input_items.
+// /v1/responses/{id}/input_items, and the Conversations API
+// (/v1/conversations..., "conversation" on /v1/responses) on the same
+// store.
 type Responses struct {
 	// Store is where the responses are kept.
 	Store ResponseStore `param:"store"`

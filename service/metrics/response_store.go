@@ -31,15 +31,15 @@ func (m *Metrics) NewResponseStore() *ResponseStore {
 	s := &ResponseStore{
 		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coordinator_response_store_lookups_total",
-			Help: "Stored responses looked up (previous_response_id, retrieve, input items, delete) by result: hit or miss (unknown, expired, evicted or another tenant's).",
+			Help: "Stored responses and conversations looked up (previous_response_id, conversation, retrieve, items, delete) by result: hit or miss (unknown, expired, evicted or another tenant's).",
 		}, []string{"result"}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coordinator_response_store_writes_total",
-			Help: "Responses written to the store by outcome: ok, unavailable (the backend did not answer), too_large (past responses.store.max_bytes), error.",
+			Help: "Responses and conversations written to the store by outcome: ok, unavailable (the backend did not answer), too_large (past responses.store.max_bytes), error.",
 		}, []string{"outcome"}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "coordinator_response_store_written_bytes_total",
-			Help: "Bytes of the responses written to the store (their records: the response, its input and history).",
+			Help: "Bytes of the responses and conversations written to the store (their records: the response, its input and history; the conversation and its items).",
 		}),
 		evictions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "coordinator_response_store_evictions_total",
@@ -47,7 +47,7 @@ func (m *Metrics) NewResponseStore() *ResponseStore {
 		}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "coordinator_response_store_duration_seconds",
-			Help:    "Response store operation latency by operation (get, put, delete, ping) and backend (memory, redis).",
+			Help:    "Response store operation latency by operation (get, put, update, delete, ping) and backend (memory, redis).",
 			Buckets: stepBuckets,
 		}, []string{"operation", "backend"}),
 	}

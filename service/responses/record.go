@@ -141,6 +141,7 @@ func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\
 
 func isNotFound(err error) bool    { return errors.Is(err, responsestore.ErrNotFound) }
 func isUnavailable(err error) bool { return errors.Is(err, responsestore.ErrUnavailable) }
+func isTooLarge(err error) bool    { return errors.Is(err, responsestore.ErrTooLarge) }
 func ctxErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

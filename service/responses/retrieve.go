@@ -60,17 +60,9 @@ type Page struct {
 // "last_id","has_more"}, each item with its id (one the coordinator gave
 // it when it had none). Errors are gRPC statuses.
 func (s *Store) InputItems(ctx context.Context, tenant, id string, p Page) ([]byte, error) {
-	if p.Limit == 0 {
-		p.Limit = 20
-	}
-	if p.Limit < 1 || p.Limit > 100 {
-		return nil, status.Errorf(codes.InvalidArgument, "limit: must be in 1..100, got %d", p.Limit)
-	}
-	if p.Order == "" {
-		p.Order = "desc"
-	}
-	if p.Order != "asc" && p.Order != "desc" {
-		return nil, status.Errorf(codes.InvalidArgument, `order: must be "asc" or "desc", got %q`, p.Order)
+	p, err := p.checked()
+	if err != nil {
+		return nil, err
 	}
 	rec, err := s.load(ctx, tenant, id)
 	if err != nil {
@@ -85,6 +77,24 @@ func (s *Store) InputItems(ctx context.Context, tenant, id string, p Page) ([]by
 		return nil, status.Errorf(codes.Internal, "stored response %s: %v", id, err)
 	}
 	return appendPage(nil, items, ids, p)
+}
+
+// checked is p with its defaults (limit 20, order desc), or
+// InvalidArgument.
+func (p Page) checked() (Page, error) {
+	if p.Limit == 0 {
+		p.Limit = 20
+	}
+	if p.Limit < 1 || p.Limit > 100 {
+		return p, status.Errorf(codes.InvalidArgument, "limit: must be in 1..100, got %d", p.Limit)
+	}
+	if p.Order == "" {
+		p.Order = "desc"
+	}
+	if p.Order != "asc" && p.Order != "desc" {
+		return p, status.Errorf(codes.InvalidArgument, `order: must be "asc" or "desc", got %q`, p.Order)
+	}
+	return p, nil
 }
 
 // idsOf reads the record's ids, n of them.
@@ -119,7 +129,7 @@ func appendPage(dst []byte, items [][]byte, ids []string, p Page) ([]byte, error
 			}
 		}
 		if start < 0 {
-			return nil, status.Errorf(codes.InvalidArgument, "after: no input item with id '%s'", p.After)
+			return nil, status.Errorf(codes.InvalidArgument, "after: no item with id '%s'", p.After)
 		}
 	}
 	end := min(start+p.Limit, len(order))

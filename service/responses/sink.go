@@ -14,10 +14,10 @@ var terminalEvents = [...]string{"response.completed", "response.incomplete", "r
 // Sink returns next, passing everything on as it is, with the turn's
 // answer noted on the way: a whole 200 answer's body, or the response
 // object of a stream's terminal event (copied: the event's buffers are
-// reused). Nothing else of a stream is kept. A turn that stores nothing
-// returns next.
+// reused). Nothing else of a stream is kept. A turn that neither stores
+// nor continues a conversation returns next.
 func (t *Turn) Sink(next steps.Sink) steps.Sink {
-	if !t.Keep() {
+	if !t.capturing() {
 		return next
 	}
 	return &capture{Sink: next, turn: t}

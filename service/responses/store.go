@@ -128,3 +128,29 @@ func (s *Store) observe(ctx context.Context, op, id string, fn func(context.Cont
 	span.End()
 	return err
 }
+
+// update changes the value of key by fn (responsestore.Store.Update), the
+// write counted by outcome as put's.
+func (s *Store) update(ctx context.Context, key responsestore.Key, fn func(old []byte) ([]byte, error)) error {
+	n := 0
+	err := s.observe(ctx, "update", key.ID, func(ctx context.Context) error {
+		return s.backend.Update(ctx, key, s.opts.TTL, func(old []byte) ([]byte, error) {
+			v, err := fn(old)
+			n = len(v)
+			return v, err
+		})
+	})
+	switch {
+	case err == nil:
+		s.metrics.Write(metrics.StoreWriteOK, n)
+	case errors.Is(err, responsestore.ErrUnavailable):
+		s.metrics.Write(metrics.StoreWriteUnavailable, 0)
+	case errors.Is(err, responsestore.ErrTooLarge):
+		s.metrics.Write(metrics.StoreWriteTooLarge, 0)
+	case errors.Is(err, responsestore.ErrNotFound):
+		s.metrics.Lookup(false)
+	case errors.Is(err, responsestore.ErrContended):
+		s.metrics.Write(metrics.StoreWriteError, 0)
+	}
+	return err
+}

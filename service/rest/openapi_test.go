@@ -28,6 +28,10 @@ var openAPIPaths = []string{
 	"/readyz",
 	"/v1/chat/completions",
 	"/v1/completions",
+	"/v1/conversations",
+	"/v1/conversations/{id}",
+	"/v1/conversations/{id}/items",
+	"/v1/conversations/{id}/items/{item_id}",
 	"/v1/messages",
 	"/v1/messages/count_tokens",
 	"/v1/requests/{id}",
@@ -121,7 +125,7 @@ func TestOpenAPIDocumentedRoutesAreServed(t *testing.T) {
 			if !slices.Contains(methods, method) {
 				continue // parameters, summary, ...
 			}
-			r := httptest.NewRequest(strings.ToUpper(method), strings.ReplaceAll(path, "{id}", "abc-123"), nil)
+			r := httptest.NewRequest(strings.ToUpper(method), strings.NewReplacer("{id}", "abc-123", "{item_id}", "msg_1").Replace(path), nil)
 			_, pattern := h.mux.Handler(r)
 			assert.True(t, strings.HasPrefix(pattern, strings.ToUpper(method)+" "), "%s %s is documented but not routed (%q)", method, path, pattern)
 		}

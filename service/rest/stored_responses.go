@@ -22,6 +22,7 @@ func (h *Handler) serveStoredResponses(on bool) {
 	h.mux.Handle("GET /v1/responses/{id}", h.gateway)
 	h.mux.Handle("DELETE /v1/responses/{id}", h.gateway)
 	h.mux.Handle("GET /v1/responses/{id}/input_items", h.gateway)
+	h.serveConversations()
 }
 
 // storedBody is the answer body of the stored Responses' RPCs, as is.
@@ -34,7 +35,7 @@ func storedBody(v any) ([]byte, bool) {
 	case *coordinatorv1.ListInputItemsResponse:
 		return r.GetJson(), true
 	}
-	return nil, false
+	return conversationBody(v)
 }
 
 // storedQuery is the query of a stored Response's route without OpenAI's
@@ -42,7 +43,8 @@ func storedBody(v any) ([]byte, bool) {
 // would read as a map; include is ignored anyway).
 func storedQuery(msg proto.Message, values url.Values) url.Values {
 	switch msg.(type) {
-	case *coordinatorv1.GetResponseRequest, *coordinatorv1.ListInputItemsRequest:
+	case *coordinatorv1.GetResponseRequest, *coordinatorv1.ListInputItemsRequest, *coordinatorv1.ListConversationItemsRequest,
+		*coordinatorv1.CreateConversationItemsRequest, *coordinatorv1.GetConversationItemRequest:
 	default:
 		return values
 	}

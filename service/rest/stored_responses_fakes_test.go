@@ -23,3 +23,35 @@ func (*fakeClient) DeleteResponse(context.Context, *coordinatorv1.DeleteResponse
 func (*fakeClient) ListInputItems(context.Context, *coordinatorv1.ListInputItemsRequest, ...grpc.CallOption) (*coordinatorv1.ListInputItemsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "fake")
 }
+
+func (*fakeClient) CreateConversation(context.Context, *coordinatorv1.CreateConversationRequest, ...grpc.CallOption) (*coordinatorv1.CreateConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "fake")
+}
+
+func (*fakeClient) GetConversation(context.Context, *coordinatorv1.GetConversationRequest, ...grpc.CallOption) (*coordinatorv1.GetConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "fake")
+}
+
+func (*fakeClient) UpdateConversation(context.Context, *coordinatorv1.UpdateConversationRequest, ...grpc.CallOption) (*coordinatorv1.UpdateConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "fake")
+}
+
+func (*fakeClient) DeleteConversation(context.Context, *coordinatorv1.DeleteConversationRequest, ...grpc.CallOption) (*coordinatorv1.DeleteConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "fake")
+}
+
+func (*fakeClient) ListConversationItems(context.Context, *coordinatorv1.ListConversationItemsRequest, ...grpc.CallOption) (*coordinatorv1.ListConversationItemsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "fake")
+}
+
+func (*fakeClient) CreateConversationItems(context.Context, *coordinatorv1.CreateConversationItemsRequest, ...grpc.CallOption) (*coordinatorv1.CreateConversationItemsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "fake")
+}
+
+func (*fakeClient) GetConversationItem(context.Context, *coordinatorv1.GetConversationItemRequest, ...grpc.CallOption) (*coordinatorv1.GetConversationItemResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "fake")
+}
+
+func (*fakeClient) DeleteConversationItem(context.Context, *coordinatorv1.DeleteConversationItemRequest, ...grpc.CallOption) (*coordinatorv1.DeleteConversationItemResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "fake")
+}

@@ -2409,6 +2409,832 @@ func (x *ListInputItemsResponse) GetJson() []byte {
 	return nil
 }
 
+// CreateConversationRequest carries the create body.
+type CreateConversationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// {"items"?: [...], "metadata"?: {...}}, as the client sent it.
+	Json          []byte `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateConversationRequest) Reset() {
+	*x = CreateConversationRequest{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateConversationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateConversationRequest) ProtoMessage() {}
+
+func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateConversationRequest.ProtoReflect.Descriptor instead.
+func (*CreateConversationRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *CreateConversationRequest) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
+// CreateConversationResponse is the new conversation's object.
+type CreateConversationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answer, JSON, as the REST route writes it.
+	Json          []byte `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateConversationResponse) Reset() {
+	*x = CreateConversationResponse{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateConversationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateConversationResponse) ProtoMessage() {}
+
+func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateConversationResponse.ProtoReflect.Descriptor instead.
+func (*CreateConversationResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *CreateConversationResponse) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
+// GetConversationRequest names a conversation.
+type GetConversationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conversation's id ("conv_...").
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConversationRequest) Reset() {
+	*x = GetConversationRequest{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConversationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConversationRequest) ProtoMessage() {}
+
+func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConversationRequest.ProtoReflect.Descriptor instead.
+func (*GetConversationRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GetConversationRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetConversationResponse is the conversation's object.
+type GetConversationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answer, JSON, as the REST route writes it.
+	Json          []byte `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConversationResponse) Reset() {
+	*x = GetConversationResponse{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConversationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConversationResponse) ProtoMessage() {}
+
+func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConversationResponse.ProtoReflect.Descriptor instead.
+func (*GetConversationResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *GetConversationResponse) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
+// UpdateConversationRequest names a conversation and its new metadata.
+type UpdateConversationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conversation's id ("conv_...").
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// {"metadata": {...}}, as the client sent it.
+	Json          []byte `protobuf:"bytes,2,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateConversationRequest) Reset() {
+	*x = UpdateConversationRequest{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateConversationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateConversationRequest) ProtoMessage() {}
+
+func (x *UpdateConversationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateConversationRequest.ProtoReflect.Descriptor instead.
+func (*UpdateConversationRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *UpdateConversationRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateConversationRequest) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
+// UpdateConversationResponse is the conversation's object.
+type UpdateConversationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answer, JSON, as the REST route writes it.
+	Json          []byte `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateConversationResponse) Reset() {
+	*x = UpdateConversationResponse{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateConversationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateConversationResponse) ProtoMessage() {}
+
+func (x *UpdateConversationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateConversationResponse.ProtoReflect.Descriptor instead.
+func (*UpdateConversationResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *UpdateConversationResponse) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
+// DeleteConversationRequest names a conversation.
+type DeleteConversationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conversation's id ("conv_...").
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteConversationRequest) Reset() {
+	*x = DeleteConversationRequest{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteConversationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteConversationRequest) ProtoMessage() {}
+
+func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteConversationRequest.ProtoReflect.Descriptor instead.
+func (*DeleteConversationRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *DeleteConversationRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// DeleteConversationResponse is OpenAI's deletion object.
+type DeleteConversationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answer, JSON, as the REST route writes it.
+	Json          []byte `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteConversationResponse) Reset() {
+	*x = DeleteConversationResponse{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteConversationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteConversationResponse) ProtoMessage() {}
+
+func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteConversationResponse.ProtoReflect.Descriptor instead.
+func (*DeleteConversationResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DeleteConversationResponse) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
+// ListConversationItemsRequest names a conversation and the page of its items.
+type ListConversationItemsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conversation's id ("conv_...").
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// At most this many items, 1..100; 0: 20.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// "asc" (oldest first) or "desc" (the default).
+	Order string `protobuf:"bytes,3,opt,name=order,proto3" json:"order,omitempty"`
+	// List the items after the one with this id.
+	After string `protobuf:"bytes,4,opt,name=after,proto3" json:"after,omitempty"`
+	// Ignored (OpenAI's include[]).
+	Include       []string `protobuf:"bytes,5,rep,name=include,proto3" json:"include,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConversationItemsRequest) Reset() {
+	*x = ListConversationItemsRequest{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConversationItemsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConversationItemsRequest) ProtoMessage() {}
+
+func (x *ListConversationItemsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConversationItemsRequest.ProtoReflect.Descriptor instead.
+func (*ListConversationItemsRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListConversationItemsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ListConversationItemsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListConversationItemsRequest) GetOrder() string {
+	if x != nil {
+		return x.Order
+	}
+	return ""
+}
+
+func (x *ListConversationItemsRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *ListConversationItemsRequest) GetInclude() []string {
+	if x != nil {
+		return x.Include
+	}
+	return nil
+}
+
+// ListConversationItemsResponse is OpenAI's list object.
+type ListConversationItemsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answer, JSON, as the REST route writes it.
+	Json          []byte `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConversationItemsResponse) Reset() {
+	*x = ListConversationItemsResponse{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConversationItemsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConversationItemsResponse) ProtoMessage() {}
+
+func (x *ListConversationItemsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConversationItemsResponse.ProtoReflect.Descriptor instead.
+func (*ListConversationItemsResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ListConversationItemsResponse) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
+// CreateConversationItemsRequest names a conversation and the items to add.
+type CreateConversationItemsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conversation's id ("conv_...").
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// {"items": [...]}, as the client sent it.
+	Json []byte `protobuf:"bytes,2,opt,name=json,proto3" json:"json,omitempty"`
+	// Ignored (OpenAI's include[]).
+	Include       []string `protobuf:"bytes,3,rep,name=include,proto3" json:"include,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateConversationItemsRequest) Reset() {
+	*x = CreateConversationItemsRequest{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateConversationItemsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateConversationItemsRequest) ProtoMessage() {}
+
+func (x *CreateConversationItemsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateConversationItemsRequest.ProtoReflect.Descriptor instead.
+func (*CreateConversationItemsRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *CreateConversationItemsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CreateConversationItemsRequest) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
+func (x *CreateConversationItemsRequest) GetInclude() []string {
+	if x != nil {
+		return x.Include
+	}
+	return nil
+}
+
+// CreateConversationItemsResponse is OpenAI's list of the items added.
+type CreateConversationItemsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answer, JSON, as the REST route writes it.
+	Json          []byte `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateConversationItemsResponse) Reset() {
+	*x = CreateConversationItemsResponse{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateConversationItemsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateConversationItemsResponse) ProtoMessage() {}
+
+func (x *CreateConversationItemsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateConversationItemsResponse.ProtoReflect.Descriptor instead.
+func (*CreateConversationItemsResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *CreateConversationItemsResponse) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
+// GetConversationItemRequest names an item of a conversation.
+type GetConversationItemRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conversation's id ("conv_...").
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The item's id.
+	ItemId string `protobuf:"bytes,2,opt,name=item_id,json=itemId,proto3" json:"item_id,omitempty"`
+	// Ignored (OpenAI's include[]).
+	Include       []string `protobuf:"bytes,3,rep,name=include,proto3" json:"include,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConversationItemRequest) Reset() {
+	*x = GetConversationItemRequest{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConversationItemRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConversationItemRequest) ProtoMessage() {}
+
+func (x *GetConversationItemRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConversationItemRequest.ProtoReflect.Descriptor instead.
+func (*GetConversationItemRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *GetConversationItemRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *GetConversationItemRequest) GetItemId() string {
+	if x != nil {
+		return x.ItemId
+	}
+	return ""
+}
+
+func (x *GetConversationItemRequest) GetInclude() []string {
+	if x != nil {
+		return x.Include
+	}
+	return nil
+}
+
+// GetConversationItemResponse is the item.
+type GetConversationItemResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answer, JSON, as the REST route writes it.
+	Json          []byte `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConversationItemResponse) Reset() {
+	*x = GetConversationItemResponse{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConversationItemResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConversationItemResponse) ProtoMessage() {}
+
+func (x *GetConversationItemResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConversationItemResponse.ProtoReflect.Descriptor instead.
+func (*GetConversationItemResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *GetConversationItemResponse) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
+// DeleteConversationItemRequest names an item of a conversation.
+type DeleteConversationItemRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conversation's id ("conv_...").
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The item's id.
+	ItemId        string `protobuf:"bytes,2,opt,name=item_id,json=itemId,proto3" json:"item_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteConversationItemRequest) Reset() {
+	*x = DeleteConversationItemRequest{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteConversationItemRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteConversationItemRequest) ProtoMessage() {}
+
+func (x *DeleteConversationItemRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteConversationItemRequest.ProtoReflect.Descriptor instead.
+func (*DeleteConversationItemRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *DeleteConversationItemRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DeleteConversationItemRequest) GetItemId() string {
+	if x != nil {
+		return x.ItemId
+	}
+	return ""
+}
+
+// DeleteConversationItemResponse is the conversation's object.
+type DeleteConversationItemResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answer, JSON, as the REST route writes it.
+	Json          []byte `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteConversationItemResponse) Reset() {
+	*x = DeleteConversationItemResponse{}
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteConversationItemResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteConversationItemResponse) ProtoMessage() {}
+
+func (x *DeleteConversationItemResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_v1_coordinator_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteConversationItemResponse.ProtoReflect.Descriptor instead.
+func (*DeleteConversationItemResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *DeleteConversationItemResponse) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
 var File_coordinator_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_coordinator_v1_coordinator_proto_rawDesc = "" +
@@ -2593,6 +3419,48 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x05after\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x05after\x12\x18\n" +
 	"\ainclude\x18\x05 \x03(\tR\ainclude\",\n" +
 	"\x16ListInputItemsResponse\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json\"/\n" +
+	"\x19CreateConversationRequest\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json\"0\n" +
+	"\x1aCreateConversationResponse\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json\"F\n" +
+	"\x16GetConversationRequest\x12,\n" +
+	"\x02id\x18\x01 \x01(\tB\x1c\xbaH\x19r\x17\x10\x01\x18\x80\x022\x10^[A-Za-z0-9_-]+$R\x02id\"-\n" +
+	"\x17GetConversationResponse\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json\"]\n" +
+	"\x19UpdateConversationRequest\x12,\n" +
+	"\x02id\x18\x01 \x01(\tB\x1c\xbaH\x19r\x17\x10\x01\x18\x80\x022\x10^[A-Za-z0-9_-]+$R\x02id\x12\x12\n" +
+	"\x04json\x18\x02 \x01(\fR\x04json\"0\n" +
+	"\x1aUpdateConversationResponse\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json\"I\n" +
+	"\x19DeleteConversationRequest\x12,\n" +
+	"\x02id\x18\x01 \x01(\tB\x1c\xbaH\x19r\x17\x10\x01\x18\x80\x022\x10^[A-Za-z0-9_-]+$R\x02id\"0\n" +
+	"\x1aDeleteConversationResponse\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json\"\xd1\x01\n" +
+	"\x1cListConversationItemsRequest\x12,\n" +
+	"\x02id\x18\x01 \x01(\tB\x1c\xbaH\x19r\x17\x10\x01\x18\x80\x022\x10^[A-Za-z0-9_-]+$R\x02id\x12\x1f\n" +
+	"\x05limit\x18\x02 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\x05limit\x12(\n" +
+	"\x05order\x18\x03 \x01(\tB\x12\xbaH\x0fr\rR\x00R\x03ascR\x04descR\x05order\x12\x1e\n" +
+	"\x05after\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x05after\x12\x18\n" +
+	"\ainclude\x18\x05 \x03(\tR\ainclude\"3\n" +
+	"\x1dListConversationItemsResponse\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json\"|\n" +
+	"\x1eCreateConversationItemsRequest\x12,\n" +
+	"\x02id\x18\x01 \x01(\tB\x1c\xbaH\x19r\x17\x10\x01\x18\x80\x022\x10^[A-Za-z0-9_-]+$R\x02id\x12\x12\n" +
+	"\x04json\x18\x02 \x01(\fR\x04json\x12\x18\n" +
+	"\ainclude\x18\x03 \x03(\tR\ainclude\"5\n" +
+	"\x1fCreateConversationItemsResponse\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json\"\x9b\x01\n" +
+	"\x1aGetConversationItemRequest\x12,\n" +
+	"\x02id\x18\x01 \x01(\tB\x1c\xbaH\x19r\x17\x10\x01\x18\x80\x022\x10^[A-Za-z0-9_-]+$R\x02id\x125\n" +
+	"\aitem_id\x18\x02 \x01(\tB\x1c\xbaH\x19r\x17\x10\x01\x18\x80\x022\x10^[A-Za-z0-9_-]+$R\x06itemId\x12\x18\n" +
+	"\ainclude\x18\x03 \x03(\tR\ainclude\"1\n" +
+	"\x1bGetConversationItemResponse\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json\"\x84\x01\n" +
+	"\x1dDeleteConversationItemRequest\x12,\n" +
+	"\x02id\x18\x01 \x01(\tB\x1c\xbaH\x19r\x17\x10\x01\x18\x80\x022\x10^[A-Za-z0-9_-]+$R\x02id\x125\n" +
+	"\aitem_id\x18\x02 \x01(\tB\x1c\xbaH\x19r\x17\x10\x01\x18\x80\x022\x10^[A-Za-z0-9_-]+$R\x06itemId\"4\n" +
+	"\x1eDeleteConversationItemResponse\x12\x12\n" +
 	"\x04json\x18\x01 \x01(\fR\x04json*\xa3\x01\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\x14ENDPOINT_UNSPECIFIED\x10\x00\x12\x1d\n" +
@@ -2605,8 +3473,7 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
 	"\x14FINISH_REASON_LENGTH\x10\x02\x12\x17\n" +
-	"\x13FINISH_REASON_ABORT\x10\x032\xe1\n" +
-	"\n" +
+	"\x13FINISH_REASON_ABORT\x10\x032\xa8\x14\n" +
 	"\x12CoordinatorService\x12\xfc\x01\n" +
 	"\bGenerate\x12\x1f.coordinator.v1.GenerateRequest\x1a .coordinator.v1.GenerateResponse\"\xac\x01\x82\xd3\xe4\x93\x02\xa5\x01:\vopenai.jsonZ\x1e:\vopenai.json\"\x0f/v1/completionsZ%:\vopenai.json\"\x16/inference/v1/generateZ\x1c:\vopenai.json\"\r/v1/responsesZ\x1b:\vopenai.json\"\f/v1/messages\"\x14/v1/chat/completions\x12\xb3\x02\n" +
 	"\x0eGenerateStream\x12%.coordinator.v1.GenerateStreamRequest\x1a&.coordinator.v1.GenerateStreamResponse\"\xcf\x01\x82\xd3\xe4\x93\x02\xc8\x01:\vopenai.jsonZ%:\vopenai.json\"\x16/v1/completions:streamZ,:\vopenai.json\"\x1d/inference/v1/generate:streamZ#:\vopenai.json\"\x14/v1/responses:streamZ\":\vopenai.json\"\x13/v1/messages:stream\"\x1b/v1/chat/completions:stream0\x01\x12n\n" +
@@ -2616,7 +3483,15 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\vCountTokens\x12\".coordinator.v1.CountTokensRequest\x1a#.coordinator.v1.CountTokensResponse\"Y\x82\xd3\xe4\x93\x02S:\vopenai.jsonZ):\vopenai.json\"\x1a/v1/responses/input_tokens\"\x19/v1/messages/count_tokens\x12r\n" +
 	"\vGetResponse\x12\".coordinator.v1.GetResponseRequest\x1a#.coordinator.v1.GetResponseResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/responses/{id}\x12{\n" +
 	"\x0eDeleteResponse\x12%.coordinator.v1.DeleteResponseRequest\x1a&.coordinator.v1.DeleteResponseResponse\"\x1a\x82\xd3\xe4\x93\x02\x14*\x12/v1/responses/{id}\x12\x87\x01\n" +
-	"\x0eListInputItems\x12%.coordinator.v1.ListInputItemsRequest\x1a&.coordinator.v1.ListInputItemsResponse\"&\x82\xd3\xe4\x93\x02 \x12\x1e/v1/responses/{id}/input_itemsBMZKgithub.com/coordinator-project/coordinator/gen/coordinator/v1;coordinatorv1b\x06proto3"
+	"\x0eListInputItems\x12%.coordinator.v1.ListInputItemsRequest\x1a&.coordinator.v1.ListInputItemsResponse\"&\x82\xd3\xe4\x93\x02 \x12\x1e/v1/responses/{id}/input_items\x12\x8c\x01\n" +
+	"\x12CreateConversation\x12).coordinator.v1.CreateConversationRequest\x1a*.coordinator.v1.CreateConversationResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\x04json\"\x11/v1/conversations\x12\x82\x01\n" +
+	"\x0fGetConversation\x12&.coordinator.v1.GetConversationRequest\x1a'.coordinator.v1.GetConversationResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/conversations/{id}\x12\x91\x01\n" +
+	"\x12UpdateConversation\x12).coordinator.v1.UpdateConversationRequest\x1a*.coordinator.v1.UpdateConversationResponse\"$\x82\xd3\xe4\x93\x02\x1e:\x04json\"\x16/v1/conversations/{id}\x12\x8b\x01\n" +
+	"\x12DeleteConversation\x12).coordinator.v1.DeleteConversationRequest\x1a*.coordinator.v1.DeleteConversationResponse\"\x1e\x82\xd3\xe4\x93\x02\x18*\x16/v1/conversations/{id}\x12\x9a\x01\n" +
+	"\x15ListConversationItems\x12,.coordinator.v1.ListConversationItemsRequest\x1a-.coordinator.v1.ListConversationItemsResponse\"$\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/conversations/{id}/items\x12\xa6\x01\n" +
+	"\x17CreateConversationItems\x12..coordinator.v1.CreateConversationItemsRequest\x1a/.coordinator.v1.CreateConversationItemsResponse\"*\x82\xd3\xe4\x93\x02$:\x04json\"\x1c/v1/conversations/{id}/items\x12\x9e\x01\n" +
+	"\x13GetConversationItem\x12*.coordinator.v1.GetConversationItemRequest\x1a+.coordinator.v1.GetConversationItemResponse\".\x82\xd3\xe4\x93\x02(\x12&/v1/conversations/{id}/items/{item_id}\x12\xa7\x01\n" +
+	"\x16DeleteConversationItem\x12-.coordinator.v1.DeleteConversationItemRequest\x1a..coordinator.v1.DeleteConversationItemResponse\".\x82\xd3\xe4\x93\x02(*&/v1/conversations/{id}/items/{item_id}BMZKgithub.com/coordinator-project/coordinator/gen/coordinator/v1;coordinatorv1b\x06proto3"
 
 var (
 	file_coordinator_v1_coordinator_proto_rawDescOnce sync.Once
@@ -2631,43 +3506,59 @@ func file_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_coordinator_v1_coordinator_proto_goTypes = []any{
-	(Endpoint)(0),                  // 0: coordinator.v1.Endpoint
-	(FinishReason)(0),              // 1: coordinator.v1.FinishReason
-	(*GetRequestRequest)(nil),      // 2: coordinator.v1.GetRequestRequest
-	(*GetRequestResponse)(nil),     // 3: coordinator.v1.GetRequestResponse
-	(*DeleteRequestRequest)(nil),   // 4: coordinator.v1.DeleteRequestRequest
-	(*DeleteRequestResponse)(nil),  // 5: coordinator.v1.DeleteRequestResponse
-	(*GenerateRequest)(nil),        // 6: coordinator.v1.GenerateRequest
-	(*GenerateResponse)(nil),       // 7: coordinator.v1.GenerateResponse
-	(*GenerateStreamRequest)(nil),  // 8: coordinator.v1.GenerateStreamRequest
-	(*GenerateStreamResponse)(nil), // 9: coordinator.v1.GenerateStreamResponse
-	(*OpenAIRequest)(nil),          // 10: coordinator.v1.OpenAIRequest
-	(*OpenAIResponse)(nil),         // 11: coordinator.v1.OpenAIResponse
-	(*OpenAIEvents)(nil),           // 12: coordinator.v1.OpenAIEvents
-	(*TokensRequest)(nil),          // 13: coordinator.v1.TokensRequest
-	(*SamplingParams)(nil),         // 14: coordinator.v1.SamplingParams
-	(*MultimodalFeatures)(nil),     // 15: coordinator.v1.MultimodalFeatures
-	(*Placeholder)(nil),            // 16: coordinator.v1.Placeholder
-	(*KwargsItem)(nil),             // 17: coordinator.v1.KwargsItem
-	(*TokensResponse)(nil),         // 18: coordinator.v1.TokensResponse
-	(*TokensChunk)(nil),            // 19: coordinator.v1.TokensChunk
-	(*TokensChoice)(nil),           // 20: coordinator.v1.TokensChoice
-	(*WeightVersionSpan)(nil),      // 21: coordinator.v1.WeightVersionSpan
-	(*TokenLogprob)(nil),           // 22: coordinator.v1.TokenLogprob
-	(*TopLogprob)(nil),             // 23: coordinator.v1.TopLogprob
-	(*PromptLogprob)(nil),          // 24: coordinator.v1.PromptLogprob
-	(*Usage)(nil),                  // 25: coordinator.v1.Usage
-	(*UpstreamError)(nil),          // 26: coordinator.v1.UpstreamError
-	(*CountTokensRequest)(nil),     // 27: coordinator.v1.CountTokensRequest
-	(*CountTokensResponse)(nil),    // 28: coordinator.v1.CountTokensResponse
-	(*GetResponseRequest)(nil),     // 29: coordinator.v1.GetResponseRequest
-	(*GetResponseResponse)(nil),    // 30: coordinator.v1.GetResponseResponse
-	(*DeleteResponseRequest)(nil),  // 31: coordinator.v1.DeleteResponseRequest
-	(*DeleteResponseResponse)(nil), // 32: coordinator.v1.DeleteResponseResponse
-	(*ListInputItemsRequest)(nil),  // 33: coordinator.v1.ListInputItemsRequest
-	(*ListInputItemsResponse)(nil), // 34: coordinator.v1.ListInputItemsResponse
+	(Endpoint)(0),                           // 0: coordinator.v1.Endpoint
+	(FinishReason)(0),                       // 1: coordinator.v1.FinishReason
+	(*GetRequestRequest)(nil),               // 2: coordinator.v1.GetRequestRequest
+	(*GetRequestResponse)(nil),              // 3: coordinator.v1.GetRequestResponse
+	(*DeleteRequestRequest)(nil),            // 4: coordinator.v1.DeleteRequestRequest
+	(*DeleteRequestResponse)(nil),           // 5: coordinator.v1.DeleteRequestResponse
+	(*GenerateRequest)(nil),                 // 6: coordinator.v1.GenerateRequest
+	(*GenerateResponse)(nil),                // 7: coordinator.v1.GenerateResponse
+	(*GenerateStreamRequest)(nil),           // 8: coordinator.v1.GenerateStreamRequest
+	(*GenerateStreamResponse)(nil),          // 9: coordinator.v1.GenerateStreamResponse
+	(*OpenAIRequest)(nil),                   // 10: coordinator.v1.OpenAIRequest
+	(*OpenAIResponse)(nil),                  // 11: coordinator.v1.OpenAIResponse
+	(*OpenAIEvents)(nil),                    // 12: coordinator.v1.OpenAIEvents
+	(*TokensRequest)(nil),                   // 13: coordinator.v1.TokensRequest
+	(*SamplingParams)(nil),                  // 14: coordinator.v1.SamplingParams
+	(*MultimodalFeatures)(nil),              // 15: coordinator.v1.MultimodalFeatures
+	(*Placeholder)(nil),                     // 16: coordinator.v1.Placeholder
+	(*KwargsItem)(nil),                      // 17: coordinator.v1.KwargsItem
+	(*TokensResponse)(nil),                  // 18: coordinator.v1.TokensResponse
+	(*TokensChunk)(nil),                     // 19: coordinator.v1.TokensChunk
+	(*TokensChoice)(nil),                    // 20: coordinator.v1.TokensChoice
+	(*WeightVersionSpan)(nil),               // 21: coordinator.v1.WeightVersionSpan
+	(*TokenLogprob)(nil),                    // 22: coordinator.v1.TokenLogprob
+	(*TopLogprob)(nil),                      // 23: coordinator.v1.TopLogprob
+	(*PromptLogprob)(nil),                   // 24: coordinator.v1.PromptLogprob
+	(*Usage)(nil),                           // 25: coordinator.v1.Usage
+	(*UpstreamError)(nil),                   // 26: coordinator.v1.UpstreamError
+	(*CountTokensRequest)(nil),              // 27: coordinator.v1.CountTokensRequest
+	(*CountTokensResponse)(nil),             // 28: coordinator.v1.CountTokensResponse
+	(*GetResponseRequest)(nil),              // 29: coordinator.v1.GetResponseRequest
+	(*GetResponseResponse)(nil),             // 30: coordinator.v1.GetResponseResponse
+	(*DeleteResponseRequest)(nil),           // 31: coordinator.v1.DeleteResponseRequest
+	(*DeleteResponseResponse)(nil),          // 32: coordinator.v1.DeleteResponseResponse
+	(*ListInputItemsRequest)(nil),           // 33: coordinator.v1.ListInputItemsRequest
+	(*ListInputItemsResponse)(nil),          // 34: coordinator.v1.ListInputItemsResponse
+	(*CreateConversationRequest)(nil),       // 35: coordinator.v1.CreateConversationRequest
+	(*CreateConversationResponse)(nil),      // 36: coordinator.v1.CreateConversationResponse
+	(*GetConversationRequest)(nil),          // 37: coordinator.v1.GetConversationRequest
+	(*GetConversationResponse)(nil),         // 38: coordinator.v1.GetConversationResponse
+	(*UpdateConversationRequest)(nil),       // 39: coordinator.v1.UpdateConversationRequest
+	(*UpdateConversationResponse)(nil),      // 40: coordinator.v1.UpdateConversationResponse
+	(*DeleteConversationRequest)(nil),       // 41: coordinator.v1.DeleteConversationRequest
+	(*DeleteConversationResponse)(nil),      // 42: coordinator.v1.DeleteConversationResponse
+	(*ListConversationItemsRequest)(nil),    // 43: coordinator.v1.ListConversationItemsRequest
+	(*ListConversationItemsResponse)(nil),   // 44: coordinator.v1.ListConversationItemsResponse
+	(*CreateConversationItemsRequest)(nil),  // 45: coordinator.v1.CreateConversationItemsRequest
+	(*CreateConversationItemsResponse)(nil), // 46: coordinator.v1.CreateConversationItemsResponse
+	(*GetConversationItemRequest)(nil),      // 47: coordinator.v1.GetConversationItemRequest
+	(*GetConversationItemResponse)(nil),     // 48: coordinator.v1.GetConversationItemResponse
+	(*DeleteConversationItemRequest)(nil),   // 49: coordinator.v1.DeleteConversationItemRequest
+	(*DeleteConversationItemResponse)(nil),  // 50: coordinator.v1.DeleteConversationItemResponse
 }
 var file_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	11, // 0: coordinator.v1.GetRequestResponse.answer:type_name -> coordinator.v1.OpenAIResponse
@@ -2704,16 +3595,32 @@ var file_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	29, // 31: coordinator.v1.CoordinatorService.GetResponse:input_type -> coordinator.v1.GetResponseRequest
 	31, // 32: coordinator.v1.CoordinatorService.DeleteResponse:input_type -> coordinator.v1.DeleteResponseRequest
 	33, // 33: coordinator.v1.CoordinatorService.ListInputItems:input_type -> coordinator.v1.ListInputItemsRequest
-	7,  // 34: coordinator.v1.CoordinatorService.Generate:output_type -> coordinator.v1.GenerateResponse
-	9,  // 35: coordinator.v1.CoordinatorService.GenerateStream:output_type -> coordinator.v1.GenerateStreamResponse
-	3,  // 36: coordinator.v1.CoordinatorService.GetRequest:output_type -> coordinator.v1.GetRequestResponse
-	5,  // 37: coordinator.v1.CoordinatorService.DeleteRequest:output_type -> coordinator.v1.DeleteRequestResponse
-	28, // 38: coordinator.v1.CoordinatorService.CountTokens:output_type -> coordinator.v1.CountTokensResponse
-	30, // 39: coordinator.v1.CoordinatorService.GetResponse:output_type -> coordinator.v1.GetResponseResponse
-	32, // 40: coordinator.v1.CoordinatorService.DeleteResponse:output_type -> coordinator.v1.DeleteResponseResponse
-	34, // 41: coordinator.v1.CoordinatorService.ListInputItems:output_type -> coordinator.v1.ListInputItemsResponse
-	34, // [34:42] is the sub-list for method output_type
-	26, // [26:34] is the sub-list for method input_type
+	35, // 34: coordinator.v1.CoordinatorService.CreateConversation:input_type -> coordinator.v1.CreateConversationRequest
+	37, // 35: coordinator.v1.CoordinatorService.GetConversation:input_type -> coordinator.v1.GetConversationRequest
+	39, // 36: coordinator.v1.CoordinatorService.UpdateConversation:input_type -> coordinator.v1.UpdateConversationRequest
+	41, // 37: coordinator.v1.CoordinatorService.DeleteConversation:input_type -> coordinator.v1.DeleteConversationRequest
+	43, // 38: coordinator.v1.CoordinatorService.ListConversationItems:input_type -> coordinator.v1.ListConversationItemsRequest
+	45, // 39: coordinator.v1.CoordinatorService.CreateConversationItems:input_type -> coordinator.v1.CreateConversationItemsRequest
+	47, // 40: coordinator.v1.CoordinatorService.GetConversationItem:input_type -> coordinator.v1.GetConversationItemRequest
+	49, // 41: coordinator.v1.CoordinatorService.DeleteConversationItem:input_type -> coordinator.v1.DeleteConversationItemRequest
+	7,  // 42: coordinator.v1.CoordinatorService.Generate:output_type -> coordinator.v1.GenerateResponse
+	9,  // 43: coordinator.v1.CoordinatorService.GenerateStream:output_type -> coordinator.v1.GenerateStreamResponse
+	3,  // 44: coordinator.v1.CoordinatorService.GetRequest:output_type -> coordinator.v1.GetRequestResponse
+	5,  // 45: coordinator.v1.CoordinatorService.DeleteRequest:output_type -> coordinator.v1.DeleteRequestResponse
+	28, // 46: coordinator.v1.CoordinatorService.CountTokens:output_type -> coordinator.v1.CountTokensResponse
+	30, // 47: coordinator.v1.CoordinatorService.GetResponse:output_type -> coordinator.v1.GetResponseResponse
+	32, // 48: coordinator.v1.CoordinatorService.DeleteResponse:output_type -> coordinator.v1.DeleteResponseResponse
+	34, // 49: coordinator.v1.CoordinatorService.ListInputItems:output_type -> coordinator.v1.ListInputItemsResponse
+	36, // 50: coordinator.v1.CoordinatorService.CreateConversation:output_type -> coordinator.v1.CreateConversationResponse
+	38, // 51: coordinator.v1.CoordinatorService.GetConversation:output_type -> coordinator.v1.GetConversationResponse
+	40, // 52: coordinator.v1.CoordinatorService.UpdateConversation:output_type -> coordinator.v1.UpdateConversationResponse
+	42, // 53: coordinator.v1.CoordinatorService.DeleteConversation:output_type -> coordinator.v1.DeleteConversationResponse
+	44, // 54: coordinator.v1.CoordinatorService.ListConversationItems:output_type -> coordinator.v1.ListConversationItemsResponse
+	46, // 55: coordinator.v1.CoordinatorService.CreateConversationItems:output_type -> coordinator.v1.CreateConversationItemsResponse
+	48, // 56: coordinator.v1.CoordinatorService.GetConversationItem:output_type -> coordinator.v1.GetConversationItemResponse
+	50, // 57: coordinator.v1.CoordinatorService.DeleteConversationItem:output_type -> coordinator.v1.DeleteConversationItemResponse
+	42, // [42:58] is the sub-list for method output_type
+	26, // [26:42] is the sub-list for method input_type
 	26, // [26:26] is the sub-list for extension type_name
 	26, // [26:26] is the sub-list for extension extendee
 	0,  // [0:26] is the sub-list for field type_name
@@ -2750,7 +3657,7 @@ func file_coordinator_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordinator_v1_coordinator_proto_rawDesc), len(file_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   33,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,14 +19,22 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CoordinatorService_Generate_FullMethodName       = "/coordinator.v1.CoordinatorService/Generate"
-	CoordinatorService_GenerateStream_FullMethodName = "/coordinator.v1.CoordinatorService/GenerateStream"
-	CoordinatorService_GetRequest_FullMethodName     = "/coordinator.v1.CoordinatorService/GetRequest"
-	CoordinatorService_DeleteRequest_FullMethodName  = "/coordinator.v1.CoordinatorService/DeleteRequest"
-	CoordinatorService_CountTokens_FullMethodName    = "/coordinator.v1.CoordinatorService/CountTokens"
-	CoordinatorService_GetResponse_FullMethodName    = "/coordinator.v1.CoordinatorService/GetResponse"
-	CoordinatorService_DeleteResponse_FullMethodName = "/coordinator.v1.CoordinatorService/DeleteResponse"
-	CoordinatorService_ListInputItems_FullMethodName = "/coordinator.v1.CoordinatorService/ListInputItems"
+	CoordinatorService_Generate_FullMethodName                = "/coordinator.v1.CoordinatorService/Generate"
+	CoordinatorService_GenerateStream_FullMethodName          = "/coordinator.v1.CoordinatorService/GenerateStream"
+	CoordinatorService_GetRequest_FullMethodName              = "/coordinator.v1.CoordinatorService/GetRequest"
+	CoordinatorService_DeleteRequest_FullMethodName           = "/coordinator.v1.CoordinatorService/DeleteRequest"
+	CoordinatorService_CountTokens_FullMethodName             = "/coordinator.v1.CoordinatorService/CountTokens"
+	CoordinatorService_GetResponse_FullMethodName             = "/coordinator.v1.CoordinatorService/GetResponse"
+	CoordinatorService_DeleteResponse_FullMethodName          = "/coordinator.v1.CoordinatorService/DeleteResponse"
+	CoordinatorService_ListInputItems_FullMethodName          = "/coordinator.v1.CoordinatorService/ListInputItems"
+	CoordinatorService_CreateConversation_FullMethodName      = "/coordinator.v1.CoordinatorService/CreateConversation"
+	CoordinatorService_GetConversation_FullMethodName         = "/coordinator.v1.CoordinatorService/GetConversation"
+	CoordinatorService_UpdateConversation_FullMethodName      = "/coordinator.v1.CoordinatorService/UpdateConversation"
+	CoordinatorService_DeleteConversation_FullMethodName      = "/coordinator.v1.CoordinatorService/DeleteConversation"
+	CoordinatorService_ListConversationItems_FullMethodName   = "/coordinator.v1.CoordinatorService/ListConversationItems"
+	CoordinatorService_CreateConversationItems_FullMethodName = "/coordinator.v1.CoordinatorService/CreateConversationItems"
+	CoordinatorService_GetConversationItem_FullMethodName     = "/coordinator.v1.CoordinatorService/GetConversationItem"
+	CoordinatorService_DeleteConversationItem_FullMethodName  = "/coordinator.v1.CoordinatorService/DeleteConversationItem"
 )
 
 // CoordinatorServiceClient is the client API for CoordinatorService service.
@@ -97,6 +105,34 @@ type CoordinatorServiceClient interface {
 	// ListInputItems lists a stored Response's input items (the history it
 	// continued included), paged as OpenAI pages them.
 	ListInputItems(ctx context.Context, in *ListInputItemsRequest, opts ...grpc.CallOption) (*ListInputItemsResponse, error)
+	// CreateConversation creates an OpenAI conversation (Conversations API)
+	// in the response store, with the body's optional "items" (at most 20)
+	// and "metadata", and answers its object {"id":"conv_...","object":
+	// "conversation","created_at","metadata"}. The conversation belongs to
+	// the call's tenant (responses.tenant_header); "conversation" on a
+	// /v1/responses request continues it. UNAVAILABLE (503) when the store
+	// does not answer.
+	CreateConversation(ctx context.Context, in *CreateConversationRequest, opts ...grpc.CallOption) (*CreateConversationResponse, error)
+	// GetConversation answers a conversation's object. NOT_FOUND (404) for
+	// an id that is unknown, expired, deleted or another tenant's, alike.
+	GetConversation(ctx context.Context, in *GetConversationRequest, opts ...grpc.CallOption) (*GetConversationResponse, error)
+	// UpdateConversation replaces a conversation's metadata (the body's
+	// "metadata", required) and answers its object.
+	UpdateConversation(ctx context.Context, in *UpdateConversationRequest, opts ...grpc.CallOption) (*UpdateConversationResponse, error)
+	// DeleteConversation deletes a conversation and its items: OpenAI's
+	// {"id","object":"conversation.deleted","deleted":true}.
+	DeleteConversation(ctx context.Context, in *DeleteConversationRequest, opts ...grpc.CallOption) (*DeleteConversationResponse, error)
+	// ListConversationItems lists a conversation's items, paged as
+	// ListInputItems pages a response's.
+	ListConversationItems(ctx context.Context, in *ListConversationItemsRequest, opts ...grpc.CallOption) (*ListConversationItemsResponse, error)
+	// CreateConversationItems appends the body's "items" (1..20) to a
+	// conversation and answers the list of the items added, with their ids.
+	CreateConversationItems(ctx context.Context, in *CreateConversationItemsRequest, opts ...grpc.CallOption) (*CreateConversationItemsResponse, error)
+	// GetConversationItem answers one item of a conversation, with its id.
+	GetConversationItem(ctx context.Context, in *GetConversationItemRequest, opts ...grpc.CallOption) (*GetConversationItemResponse, error)
+	// DeleteConversationItem removes one item of a conversation and answers
+	// the conversation's object.
+	DeleteConversationItem(ctx context.Context, in *DeleteConversationItemRequest, opts ...grpc.CallOption) (*DeleteConversationItemResponse, error)
 }
 
 type coordinatorServiceClient struct {
@@ -196,6 +232,86 @@ func (c *coordinatorServiceClient) ListInputItems(ctx context.Context, in *ListI
 	return out, nil
 }
 
+func (c *coordinatorServiceClient) CreateConversation(ctx context.Context, in *CreateConversationRequest, opts ...grpc.CallOption) (*CreateConversationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateConversationResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_CreateConversation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) GetConversation(ctx context.Context, in *GetConversationRequest, opts ...grpc.CallOption) (*GetConversationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetConversationResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_GetConversation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) UpdateConversation(ctx context.Context, in *UpdateConversationRequest, opts ...grpc.CallOption) (*UpdateConversationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateConversationResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_UpdateConversation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) DeleteConversation(ctx context.Context, in *DeleteConversationRequest, opts ...grpc.CallOption) (*DeleteConversationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteConversationResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_DeleteConversation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) ListConversationItems(ctx context.Context, in *ListConversationItemsRequest, opts ...grpc.CallOption) (*ListConversationItemsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListConversationItemsResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_ListConversationItems_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) CreateConversationItems(ctx context.Context, in *CreateConversationItemsRequest, opts ...grpc.CallOption) (*CreateConversationItemsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateConversationItemsResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_CreateConversationItems_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) GetConversationItem(ctx context.Context, in *GetConversationItemRequest, opts ...grpc.CallOption) (*GetConversationItemResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetConversationItemResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_GetConversationItem_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorServiceClient) DeleteConversationItem(ctx context.Context, in *DeleteConversationItemRequest, opts ...grpc.CallOption) (*DeleteConversationItemResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteConversationItemResponse)
+	err := c.cc.Invoke(ctx, CoordinatorService_DeleteConversationItem_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinatorServiceServer is the server API for CoordinatorService service.
 // All implementations must embed UnimplementedCoordinatorServiceServer
 // for forward compatibility.
@@ -264,6 +380,34 @@ type CoordinatorServiceServer interface {
 	// ListInputItems lists a stored Response's input items (the history it
 	// continued included), paged as OpenAI pages them.
 	ListInputItems(context.Context, *ListInputItemsRequest) (*ListInputItemsResponse, error)
+	// CreateConversation creates an OpenAI conversation (Conversations API)
+	// in the response store, with the body's optional "items" (at most 20)
+	// and "metadata", and answers its object {"id":"conv_...","object":
+	// "conversation","created_at","metadata"}. The conversation belongs to
+	// the call's tenant (responses.tenant_header); "conversation" on a
+	// /v1/responses request continues it. UNAVAILABLE (503) when the store
+	// does not answer.
+	CreateConversation(context.Context, *CreateConversationRequest) (*CreateConversationResponse, error)
+	// GetConversation answers a conversation's object. NOT_FOUND (404) for
+	// an id that is unknown, expired, deleted or another tenant's, alike.
+	GetConversation(context.Context, *GetConversationRequest) (*GetConversationResponse, error)
+	// UpdateConversation replaces a conversation's metadata (the body's
+	// "metadata", required) and answers its object.
+	UpdateConversation(context.Context, *UpdateConversationRequest) (*UpdateConversationResponse, error)
+	// DeleteConversation deletes a conversation and its items: OpenAI's
+	// {"id","object":"conversation.deleted","deleted":true}.
+	DeleteConversation(context.Context, *DeleteConversationRequest) (*DeleteConversationResponse, error)
+	// ListConversationItems lists a conversation's items, paged as
+	// ListInputItems pages a response's.
+	ListConversationItems(context.Context, *ListConversationItemsRequest) (*ListConversationItemsResponse, error)
+	// CreateConversationItems appends the body's "items" (1..20) to a
+	// conversation and answers the list of the items added, with their ids.
+	CreateConversationItems(context.Context, *CreateConversationItemsRequest) (*CreateConversationItemsResponse, error)
+	// GetConversationItem answers one item of a conversation, with its id.
+	GetConversationItem(context.Context, *GetConversationItemRequest) (*GetConversationItemResponse, error)
+	// DeleteConversationItem removes one item of a conversation and answers
+	// the conversation's object.
+	DeleteConversationItem(context.Context, *DeleteConversationItemRequest) (*DeleteConversationItemResponse, error)
 	mustEmbedUnimplementedCoordinatorServiceServer()
 }
 
@@ -297,6 +441,30 @@ func (UnimplementedCoordinatorServiceServer) DeleteResponse(context.Context, *De
 }
 func (UnimplementedCoordinatorServiceServer) ListInputItems(context.Context, *ListInputItemsRequest) (*ListInputItemsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListInputItems not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) CreateConversation(context.Context, *CreateConversationRequest) (*CreateConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateConversation not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) GetConversation(context.Context, *GetConversationRequest) (*GetConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConversation not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) UpdateConversation(context.Context, *UpdateConversationRequest) (*UpdateConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateConversation not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) DeleteConversation(context.Context, *DeleteConversationRequest) (*DeleteConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteConversation not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) ListConversationItems(context.Context, *ListConversationItemsRequest) (*ListConversationItemsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListConversationItems not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) CreateConversationItems(context.Context, *CreateConversationItemsRequest) (*CreateConversationItemsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateConversationItems not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) GetConversationItem(context.Context, *GetConversationItemRequest) (*GetConversationItemResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConversationItem not implemented")
+}
+func (UnimplementedCoordinatorServiceServer) DeleteConversationItem(context.Context, *DeleteConversationItemRequest) (*DeleteConversationItemResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteConversationItem not implemented")
 }
 func (UnimplementedCoordinatorServiceServer) mustEmbedUnimplementedCoordinatorServiceServer() {}
 func (UnimplementedCoordinatorServiceServer) testEmbeddedByValue()                            {}
@@ -456,6 +624,150 @@ func _CoordinatorService_ListInputItems_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CoordinatorService_CreateConversation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateConversationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).CreateConversation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_CreateConversation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).CreateConversation(ctx, req.(*CreateConversationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_GetConversation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetConversationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).GetConversation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_GetConversation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).GetConversation(ctx, req.(*GetConversationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_UpdateConversation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateConversationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).UpdateConversation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_UpdateConversation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).UpdateConversation(ctx, req.(*UpdateConversationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_DeleteConversation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteConversationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).DeleteConversation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_DeleteConversation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).DeleteConversation(ctx, req.(*DeleteConversationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_ListConversationItems_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListConversationItemsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).ListConversationItems(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_ListConversationItems_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).ListConversationItems(ctx, req.(*ListConversationItemsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_CreateConversationItems_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateConversationItemsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).CreateConversationItems(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_CreateConversationItems_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).CreateConversationItems(ctx, req.(*CreateConversationItemsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_GetConversationItem_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetConversationItemRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).GetConversationItem(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_GetConversationItem_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).GetConversationItem(ctx, req.(*GetConversationItemRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoordinatorService_DeleteConversationItem_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteConversationItemRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServiceServer).DeleteConversationItem(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoordinatorService_DeleteConversationItem_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServiceServer).DeleteConversationItem(ctx, req.(*DeleteConversationItemRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CoordinatorService_ServiceDesc is the grpc.ServiceDesc for CoordinatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -490,6 +802,38 @@ var CoordinatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListInputItems",
 			Handler:    _CoordinatorService_ListInputItems_Handler,
+		},
+		{
+			MethodName: "CreateConversation",
+			Handler:    _CoordinatorService_CreateConversation_Handler,
+		},
+		{
+			MethodName: "GetConversation",
+			Handler:    _CoordinatorService_GetConversation_Handler,
+		},
+		{
+			MethodName: "UpdateConversation",
+			Handler:    _CoordinatorService_UpdateConversation_Handler,
+		},
+		{
+			MethodName: "DeleteConversation",
+			Handler:    _CoordinatorService_DeleteConversation_Handler,
+		},
+		{
+			MethodName: "ListConversationItems",
+			Handler:    _CoordinatorService_ListConversationItems_Handler,
+		},
+		{
+			MethodName: "CreateConversationItems",
+			Handler:    _CoordinatorService_CreateConversationItems_Handler,
+		},
+		{
+			MethodName: "GetConversationItem",
+			Handler:    _CoordinatorService_GetConversationItem_Handler,
+		},
+		{
+			MethodName: "DeleteConversationItem",
+			Handler:    _CoordinatorService_DeleteConversationItem_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

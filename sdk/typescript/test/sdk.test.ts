@@ -215,6 +215,29 @@ describe("coordinator TypeScript SDK", { skip: address === "" ? "set COORDINATOR
     assert.equal(names.filter((n) => n === "content_block_delta").length, 4);
   });
 
+  it("keeps a conversation: created, continued by a Responses turn, listed, deleted", async () => {
+    const enc = new TextEncoder();
+    const dec = new TextDecoder();
+    const created = JSON.parse(dec.decode((await client.createConversation({
+      json: enc.encode(JSON.stringify({ items: [{ type: "message", role: "developer", content: "Be brief." }] })),
+    })).json));
+    assert.equal(created.object, "conversation");
+    const body = { model: "sim-model", input: "Hello", max_output_tokens: 4, conversation: created.id, store: false };
+    const resp = await client.generate(
+      create(GenerateRequestSchema, {
+        input: { case: "openai", value: { endpoint: Endpoint.RESPONSES, json: enc.encode(JSON.stringify(body)) } },
+      }),
+    );
+    assert.equal(resp.output.case, "openai");
+    const answer = JSON.parse(dec.decode(resp.output.value.json));
+    const items = JSON.parse(dec.decode((await client.listConversationItems({ id: created.id, order: "asc" })).json));
+    assert.deepEqual(items.data.map((it: { role?: string }) => it.role), ["developer", "user", "assistant"]);
+    assert.equal(items.last_id, answer.output[0].id);
+    const deleted = JSON.parse(dec.decode((await client.deleteConversation({ id: created.id })).json));
+    assert.deepEqual(deleted, { id: created.id, object: "conversation.deleted", deleted: true });
+    await assert.rejects(client.getConversation({ id: created.id }), (err: ConnectError) => err.code === Code.NotFound);
+  });
+
   it("rejects an invalid request with InvalidArgument naming the field", async () => {
     const cases: [string, TokensRequest][] = [
       ["tokens.token_ids", create(TokensRequestSchema, { model: "sim-model" })],

@@ -36,6 +36,60 @@ class CountTokensResponse(_message.Message):
     request_id: str
     def __init__(self, request_id: _Optional[str] = ..., input_tokens: _Optional[int] = ..., openai: _Optional[_Union[OpenAIResponse, _Mapping]] = ...) -> None: ...
 
+class CreateConversationItemsRequest(_message.Message):
+    __slots__ = ["id", "include", "json"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    include: _containers.RepeatedScalarFieldContainer[str]
+    json: bytes
+    def __init__(self, id: _Optional[str] = ..., json: _Optional[bytes] = ..., include: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CreateConversationItemsResponse(_message.Message):
+    __slots__ = ["json"]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: bytes
+    def __init__(self, json: _Optional[bytes] = ...) -> None: ...
+
+class CreateConversationRequest(_message.Message):
+    __slots__ = ["json"]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: bytes
+    def __init__(self, json: _Optional[bytes] = ...) -> None: ...
+
+class CreateConversationResponse(_message.Message):
+    __slots__ = ["json"]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: bytes
+    def __init__(self, json: _Optional[bytes] = ...) -> None: ...
+
+class DeleteConversationItemRequest(_message.Message):
+    __slots__ = ["id", "item_id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ITEM_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    item_id: str
+    def __init__(self, id: _Optional[str] = ..., item_id: _Optional[str] = ...) -> None: ...
+
+class DeleteConversationItemResponse(_message.Message):
+    __slots__ = ["json"]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: bytes
+    def __init__(self, json: _Optional[bytes] = ...) -> None: ...
+
+class DeleteConversationRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DeleteConversationResponse(_message.Message):
+    __slots__ = ["json"]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: bytes
+    def __init__(self, json: _Optional[bytes] = ...) -> None: ...
+
 class DeleteRequestRequest(_message.Message):
     __slots__ = ["id"]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +150,34 @@ class GenerateStreamResponse(_message.Message):
     tokens: TokensChunk
     def __init__(self, openai: _Optional[_Union[OpenAIEvents, _Mapping]] = ..., tokens: _Optional[_Union[TokensChunk, _Mapping]] = ...) -> None: ...
 
+class GetConversationItemRequest(_message.Message):
+    __slots__ = ["id", "include", "item_id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_FIELD_NUMBER: _ClassVar[int]
+    ITEM_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    include: _containers.RepeatedScalarFieldContainer[str]
+    item_id: str
+    def __init__(self, id: _Optional[str] = ..., item_id: _Optional[str] = ..., include: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetConversationItemResponse(_message.Message):
+    __slots__ = ["json"]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: bytes
+    def __init__(self, json: _Optional[bytes] = ...) -> None: ...
+
+class GetConversationRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class GetConversationResponse(_message.Message):
+    __slots__ = ["json"]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: bytes
+    def __init__(self, json: _Optional[bytes] = ...) -> None: ...
+
 class GetRequestRequest(_message.Message):
     __slots__ = ["id"]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -127,6 +209,26 @@ class KwargsItem(_message.Message):
     DATA_FIELD_NUMBER: _ClassVar[int]
     data: str
     def __init__(self, data: _Optional[str] = ...) -> None: ...
+
+class ListConversationItemsRequest(_message.Message):
+    __slots__ = ["after", "id", "include", "limit", "order"]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    after: str
+    id: str
+    include: _containers.RepeatedScalarFieldContainer[str]
+    limit: int
+    order: str
+    def __init__(self, id: _Optional[str] = ..., limit: _Optional[int] = ..., order: _Optional[str] = ..., after: _Optional[str] = ..., include: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListConversationItemsResponse(_message.Message):
+    __slots__ = ["json"]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: bytes
+    def __init__(self, json: _Optional[bytes] = ...) -> None: ...
 
 class ListInputItemsRequest(_message.Message):
     __slots__ = ["after", "id", "include", "limit", "order"]
@@ -299,6 +401,20 @@ class TopLogprob(_message.Message):
     logprob: float
     token_id: int
     def __init__(self, token_id: _Optional[int] = ..., logprob: _Optional[float] = ...) -> None: ...
+
+class UpdateConversationRequest(_message.Message):
+    __slots__ = ["id", "json"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    json: bytes
+    def __init__(self, id: _Optional[str] = ..., json: _Optional[bytes] = ...) -> None: ...
+
+class UpdateConversationResponse(_message.Message):
+    __slots__ = ["json"]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: bytes
+    def __init__(self, json: _Optional[bytes] = ...) -> None: ...
 
 class UpstreamError(_message.Message):
     __slots__ = ["body", "content_type", "leg", "message", "param", "relay", "status_code"]

@@ -62,6 +62,46 @@ class CoordinatorServiceStub(object):
                 request_serializer=coordinator_dot_v1_dot_coordinator__pb2.ListInputItemsRequest.SerializeToString,
                 response_deserializer=coordinator_dot_v1_dot_coordinator__pb2.ListInputItemsResponse.FromString,
                 )
+        self.CreateConversation = channel.unary_unary(
+                '/coordinator.v1.CoordinatorService/CreateConversation',
+                request_serializer=coordinator_dot_v1_dot_coordinator__pb2.CreateConversationRequest.SerializeToString,
+                response_deserializer=coordinator_dot_v1_dot_coordinator__pb2.CreateConversationResponse.FromString,
+                )
+        self.GetConversation = channel.unary_unary(
+                '/coordinator.v1.CoordinatorService/GetConversation',
+                request_serializer=coordinator_dot_v1_dot_coordinator__pb2.GetConversationRequest.SerializeToString,
+                response_deserializer=coordinator_dot_v1_dot_coordinator__pb2.GetConversationResponse.FromString,
+                )
+        self.UpdateConversation = channel.unary_unary(
+                '/coordinator.v1.CoordinatorService/UpdateConversation',
+                request_serializer=coordinator_dot_v1_dot_coordinator__pb2.UpdateConversationRequest.SerializeToString,
+                response_deserializer=coordinator_dot_v1_dot_coordinator__pb2.UpdateConversationResponse.FromString,
+                )
+        self.DeleteConversation = channel.unary_unary(
+                '/coordinator.v1.CoordinatorService/DeleteConversation',
+                request_serializer=coordinator_dot_v1_dot_coordinator__pb2.DeleteConversationRequest.SerializeToString,
+                response_deserializer=coordinator_dot_v1_dot_coordinator__pb2.DeleteConversationResponse.FromString,
+                )
+        self.ListConversationItems = channel.unary_unary(
+                '/coordinator.v1.CoordinatorService/ListConversationItems',
+                request_serializer=coordinator_dot_v1_dot_coordinator__pb2.ListConversationItemsRequest.SerializeToString,
+                response_deserializer=coordinator_dot_v1_dot_coordinator__pb2.ListConversationItemsResponse.FromString,
+                )
+        self.CreateConversationItems = channel.unary_unary(
+                '/coordinator.v1.CoordinatorService/CreateConversationItems',
+                request_serializer=coordinator_dot_v1_dot_coordinator__pb2.CreateConversationItemsRequest.SerializeToString,
+                response_deserializer=coordinator_dot_v1_dot_coordinator__pb2.CreateConversationItemsResponse.FromString,
+                )
+        self.GetConversationItem = channel.unary_unary(
+                '/coordinator.v1.CoordinatorService/GetConversationItem',
+                request_serializer=coordinator_dot_v1_dot_coordinator__pb2.GetConversationItemRequest.SerializeToString,
+                response_deserializer=coordinator_dot_v1_dot_coordinator__pb2.GetConversationItemResponse.FromString,
+                )
+        self.DeleteConversationItem = channel.unary_unary(
+                '/coordinator.v1.CoordinatorService/DeleteConversationItem',
+                request_serializer=coordinator_dot_v1_dot_coordinator__pb2.DeleteConversationItemRequest.SerializeToString,
+                response_deserializer=coordinator_dot_v1_dot_coordinator__pb2.DeleteConversationItemResponse.FromString,
+                )
 
 
 class CoordinatorServiceServicer(object):
@@ -170,6 +210,74 @@ class CoordinatorServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateConversation(self, request, context):
+        """CreateConversation creates an OpenAI conversation (Conversations API)
+        in the response store, with the body's optional "items" (at most 20)
+        and "metadata", and answers its object {"id":"conv_...","object":
+        "conversation","created_at","metadata"}. The conversation belongs to
+        the call's tenant (responses.tenant_header); "conversation" on a
+        /v1/responses request continues it. UNAVAILABLE (503) when the store
+        does not answer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConversation(self, request, context):
+        """GetConversation answers a conversation's object. NOT_FOUND (404) for
+        an id that is unknown, expired, deleted or another tenant's, alike.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateConversation(self, request, context):
+        """UpdateConversation replaces a conversation's metadata (the body's
+        "metadata", required) and answers its object.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteConversation(self, request, context):
+        """DeleteConversation deletes a conversation and its items: OpenAI's
+        {"id","object":"conversation.deleted","deleted":true}.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListConversationItems(self, request, context):
+        """ListConversationItems lists a conversation's items, paged as
+        ListInputItems pages a response's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateConversationItems(self, request, context):
+        """CreateConversationItems appends the body's "items" (1..20) to a
+        conversation and answers the list of the items added, with their ids.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConversationItem(self, request, context):
+        """GetConversationItem answers one item of a conversation, with its id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteConversationItem(self, request, context):
+        """DeleteConversationItem removes one item of a conversation and answers
+        the conversation's object.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -212,6 +320,46 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
                     servicer.ListInputItems,
                     request_deserializer=coordinator_dot_v1_dot_coordinator__pb2.ListInputItemsRequest.FromString,
                     response_serializer=coordinator_dot_v1_dot_coordinator__pb2.ListInputItemsResponse.SerializeToString,
+            ),
+            'CreateConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateConversation,
+                    request_deserializer=coordinator_dot_v1_dot_coordinator__pb2.CreateConversationRequest.FromString,
+                    response_serializer=coordinator_dot_v1_dot_coordinator__pb2.CreateConversationResponse.SerializeToString,
+            ),
+            'GetConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConversation,
+                    request_deserializer=coordinator_dot_v1_dot_coordinator__pb2.GetConversationRequest.FromString,
+                    response_serializer=coordinator_dot_v1_dot_coordinator__pb2.GetConversationResponse.SerializeToString,
+            ),
+            'UpdateConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateConversation,
+                    request_deserializer=coordinator_dot_v1_dot_coordinator__pb2.UpdateConversationRequest.FromString,
+                    response_serializer=coordinator_dot_v1_dot_coordinator__pb2.UpdateConversationResponse.SerializeToString,
+            ),
+            'DeleteConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteConversation,
+                    request_deserializer=coordinator_dot_v1_dot_coordinator__pb2.DeleteConversationRequest.FromString,
+                    response_serializer=coordinator_dot_v1_dot_coordinator__pb2.DeleteConversationResponse.SerializeToString,
+            ),
+            'ListConversationItems': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConversationItems,
+                    request_deserializer=coordinator_dot_v1_dot_coordinator__pb2.ListConversationItemsRequest.FromString,
+                    response_serializer=coordinator_dot_v1_dot_coordinator__pb2.ListConversationItemsResponse.SerializeToString,
+            ),
+            'CreateConversationItems': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateConversationItems,
+                    request_deserializer=coordinator_dot_v1_dot_coordinator__pb2.CreateConversationItemsRequest.FromString,
+                    response_serializer=coordinator_dot_v1_dot_coordinator__pb2.CreateConversationItemsResponse.SerializeToString,
+            ),
+            'GetConversationItem': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConversationItem,
+                    request_deserializer=coordinator_dot_v1_dot_coordinator__pb2.GetConversationItemRequest.FromString,
+                    response_serializer=coordinator_dot_v1_dot_coordinator__pb2.GetConversationItemResponse.SerializeToString,
+            ),
+            'DeleteConversationItem': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteConversationItem,
+                    request_deserializer=coordinator_dot_v1_dot_coordinator__pb2.DeleteConversationItemRequest.FromString,
+                    response_serializer=coordinator_dot_v1_dot_coordinator__pb2.DeleteConversationItemResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -364,5 +512,141 @@ class CoordinatorService(object):
         return grpc.experimental.unary_unary(request, target, '/coordinator.v1.CoordinatorService/ListInputItems',
             coordinator_dot_v1_dot_coordinator__pb2.ListInputItemsRequest.SerializeToString,
             coordinator_dot_v1_dot_coordinator__pb2.ListInputItemsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CreateConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/coordinator.v1.CoordinatorService/CreateConversation',
+            coordinator_dot_v1_dot_coordinator__pb2.CreateConversationRequest.SerializeToString,
+            coordinator_dot_v1_dot_coordinator__pb2.CreateConversationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/coordinator.v1.CoordinatorService/GetConversation',
+            coordinator_dot_v1_dot_coordinator__pb2.GetConversationRequest.SerializeToString,
+            coordinator_dot_v1_dot_coordinator__pb2.GetConversationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def UpdateConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/coordinator.v1.CoordinatorService/UpdateConversation',
+            coordinator_dot_v1_dot_coordinator__pb2.UpdateConversationRequest.SerializeToString,
+            coordinator_dot_v1_dot_coordinator__pb2.UpdateConversationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/coordinator.v1.CoordinatorService/DeleteConversation',
+            coordinator_dot_v1_dot_coordinator__pb2.DeleteConversationRequest.SerializeToString,
+            coordinator_dot_v1_dot_coordinator__pb2.DeleteConversationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListConversationItems(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/coordinator.v1.CoordinatorService/ListConversationItems',
+            coordinator_dot_v1_dot_coordinator__pb2.ListConversationItemsRequest.SerializeToString,
+            coordinator_dot_v1_dot_coordinator__pb2.ListConversationItemsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CreateConversationItems(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/coordinator.v1.CoordinatorService/CreateConversationItems',
+            coordinator_dot_v1_dot_coordinator__pb2.CreateConversationItemsRequest.SerializeToString,
+            coordinator_dot_v1_dot_coordinator__pb2.CreateConversationItemsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetConversationItem(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/coordinator.v1.CoordinatorService/GetConversationItem',
+            coordinator_dot_v1_dot_coordinator__pb2.GetConversationItemRequest.SerializeToString,
+            coordinator_dot_v1_dot_coordinator__pb2.GetConversationItemResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteConversationItem(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/coordinator.v1.CoordinatorService/DeleteConversationItem',
+            coordinator_dot_v1_dot_coordinator__pb2.DeleteConversationItemRequest.SerializeToString,
+            coordinator_dot_v1_dot_coordinator__pb2.DeleteConversationItemResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file coordinator/v1/coordinator.proto.
  */
 export const file_coordinator_v1_coordinator: GenFile = /*@__PURE__*/
-  fileDesc("CiBjb29yZGluYXRvci92MS9jb29yZGluYXRvci5wcm90bxIOY29vcmRpbmF0b3IudjEiPAoRR2V0UmVxdWVzdFJlcXVlc3QSJwoCaWQYASABKAlCG7pIGHIWEAEYgAEyD15bQS1aYS16MC05LV0rJCJEChJHZXRSZXF1ZXN0UmVzcG9uc2USLgoGYW5zd2VyGAEgASgLMh4uY29vcmRpbmF0b3IudjEuT3BlbkFJUmVzcG9uc2UiPwoURGVsZXRlUmVxdWVzdFJlcXVlc3QSJwoCaWQYASABKAlCG7pIGHIWEAEYgAEyD15bQS1aYS16MC05LV0rJCIXChVEZWxldGVSZXF1ZXN0UmVzcG9uc2UisgEKD0dlbmVyYXRlUmVxdWVzdBItCgpyZXF1ZXN0X2lkGAEgASgJQhm6SBZyFBiAATIPXltBLVphLXowLTktXSokEi8KBm9wZW5haRgCIAEoCzIdLmNvb3JkaW5hdG9yLnYxLk9wZW5BSVJlcXVlc3RIABIvCgZ0b2tlbnMYAyABKAsyHS5jb29yZGluYXRvci52MS5Ub2tlbnNSZXF1ZXN0SABCDgoFaW5wdXQSBbpIAggBIpQBChBHZW5lcmF0ZVJlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAkSMAoGb3BlbmFpGAIgASgLMh4uY29vcmRpbmF0b3IudjEuT3BlbkFJUmVzcG9uc2VIABIwCgZ0b2tlbnMYAyABKAsyHi5jb29yZGluYXRvci52MS5Ub2tlbnNSZXNwb25zZUgAQggKBm91dHB1dCK9AgoVR2VuZXJhdGVTdHJlYW1SZXF1ZXN0Ei0KCnJlcXVlc3RfaWQYASABKAlCGbpIFnIUGIABMg9eW0EtWmEtejAtOS1dKiQSLwoGb3BlbmFpGAIgASgLMh0uY29vcmRpbmF0b3IudjEuT3BlbkFJUmVxdWVzdEgAErMBCgZ0b2tlbnMYAyABKAsyHS5jb29yZGluYXRvci52MS5Ub2tlbnNSZXF1ZXN0QoEBukh+ugF7Ch10b2tlbnMuc3RyZWFtX3Byb21wdF9sb2dwcm9icxI1c2FtcGxpbmcucHJvbXB0X2xvZ3Byb2JzIGlzIHJldHVybmVkIGJ5IEdlbmVyYXRlIG9ubHkaIyFoYXModGhpcy5zYW1wbGluZy5wcm9tcHRfbG9ncHJvYnMpSABCDgoFaW5wdXQSBbpIAggBIoABChZHZW5lcmF0ZVN0cmVhbVJlc3BvbnNlEi4KBm9wZW5haRgBIAEoCzIcLmNvb3JkaW5hdG9yLnYxLk9wZW5BSUV2ZW50c0gAEi0KBnRva2VucxgCIAEoCzIbLmNvb3JkaW5hdG9yLnYxLlRva2Vuc0NodW5rSABCBwoFY2h1bmsiXwoNT3BlbkFJUmVxdWVzdBI3CghlbmRwb2ludBgBIAEoDjIYLmNvb3JkaW5hdG9yLnYxLkVuZHBvaW50Qgu6SAjIAQGCAQIQARIVCgRqc29uGAIgASgMQge6SAR6AhACIkkKDk9wZW5BSVJlc3BvbnNlEhMKC3N0YXR1c19jb2RlGAEgASgFEhQKDGNvbnRlbnRfdHlwZRgCIAEoCRIMCgRqc29uGAMgASgMIisKDE9wZW5BSUV2ZW50cxIMCgRkYXRhGAEgAygMEg0KBWV2ZW50GAIgAygJIoYECg1Ub2tlbnNSZXF1ZXN0EhYKBW1vZGVsGAEgASgJQge6SARyAhABEhsKCXRva2VuX2lkcxgCIAMoDUIIukgFkgECCAESMAoIc2FtcGxpbmcYAyABKAsyHi5jb29yZGluYXRvci52MS5TYW1wbGluZ1BhcmFtcxI0CghmZWF0dXJlcxgEIAEoCzIiLmNvb3JkaW5hdG9yLnYxLk11bHRpbW9kYWxGZWF0dXJlcxIcCgpjYWNoZV9zYWx0GAUgASgJQgi6SAVyAxiAAjq5ArpItQIasgIKHXRva2Vucy5wbGFjZWhvbGRlcnNfaW5fcHJvbXB0EnRmZWF0dXJlcy5tbV9wbGFjZWhvbGRlcnMgbXVzdCBlYWNoIGxpZSB3aXRoaW4gdG9rZW5faWRzIChvZmZzZXQgPCBsZW4odG9rZW5faWRzKSwgb2Zmc2V0ICsgbGVuZ3RoIDw9IGxlbih0b2tlbl9pZHMpKRqaASFoYXModGhpcy5mZWF0dXJlcykgfHwgdGhpcy5mZWF0dXJlcy5tbV9wbGFjZWhvbGRlcnMuYWxsKHAsIGludChwLm9mZnNldCkgPCBzaXplKHRoaXMudG9rZW5faWRzKSAmJiBpbnQocC5sZW5ndGgpIDw9IHNpemUodGhpcy50b2tlbl9pZHMpIC0gaW50KHAub2Zmc2V0KSki9wYKDlNhbXBsaW5nUGFyYW1zEiAKCm1heF90b2tlbnMYASABKA1CB7pIBCoCKAFIAIgBARIXCgptaW5fdG9rZW5zGAIgASgNSAGIAQESKQoLdGVtcGVyYXR1cmUYAyABKAJCD7pIDAoKHQAAyEItAAAAAEgCiAEBEiMKBXRvcF9wGAQgASgCQg+6SAwKCh0AAIA/JQAAAABIA4gBARIkCgV0b3BfaxgFIAEoBUIQukgNGgso////////////AUgEiAEBEiMKBW1pbl9wGAYgASgCQg+6SAwKCh0AAIA/LQAAAABIBYgBARIRCgRzZWVkGAcgASgDSAaIAQESFgoOc3RvcF90b2tlbl9pZHMYCCADKA0SEgoKaWdub3JlX2VvcxgJIAEoCBIeCghsb2dwcm9icxgKIAEoDUIHukgEKgIYFEgHiAEBEiUKD3Byb21wdF9sb2dwcm9icxgLIAEoDUIHukgEKgIYFEgIiAEBEhMKAW4YDCABKA1CCLpIBSoDGIACEi4KEHByZXNlbmNlX3BlbmFsdHkYDSABKAJCD7pIDAoKHQAAAEAtAAAAwEgJiAEBEi8KEWZyZXF1ZW5jeV9wZW5hbHR5GA4gASgCQg+6SAwKCh0AAABALQAAAMBICogBARIwChJyZXBldGl0aW9uX3BlbmFsdHkYDyABKAJCD7pIDAoKHQAAIEElAAAAAEgLiAEBOqgBukikARqhAQoic2FtcGxpbmcubWluX3Rva2Vuc19sdGVfbWF4X3Rva2VucxIlbWluX3Rva2VucyBtdXN0IG5vdCBleGNlZWQgbWF4X3Rva2VucxpUIWhhcyh0aGlzLm1heF90b2tlbnMpIHx8ICFoYXModGhpcy5taW5fdG9rZW5zKSB8fCB0aGlzLm1pbl90b2tlbnMgPD0gdGhpcy5tYXhfdG9rZW5zQg0KC19tYXhfdG9rZW5zQg0KC19taW5fdG9rZW5zQg4KDF90ZW1wZXJhdHVyZUIICgZfdG9wX3BCCAoGX3RvcF9rQggKBl9taW5fcEIHCgVfc2VlZEILCglfbG9ncHJvYnNCEgoQX3Byb21wdF9sb2dwcm9ic0ITChFfcHJlc2VuY2VfcGVuYWx0eUIUChJfZnJlcXVlbmN5X3BlbmFsdHlCFQoTX3JlcGV0aXRpb25fcGVuYWx0eSKxAwoSTXVsdGltb2RhbEZlYXR1cmVzEh8KCW1tX2hhc2hlcxgBIAMoCUIMukgJkgEGIgRyAhABEjQKD21tX3BsYWNlaG9sZGVycxgCIAMoCzIbLmNvb3JkaW5hdG9yLnYxLlBsYWNlaG9sZGVyEi8KC2t3YXJnc19kYXRhGAMgAygLMhouY29vcmRpbmF0b3IudjEuS3dhcmdzSXRlbTqSArpIjgIaiwIKF2ZlYXR1cmVzLnBhcmFsbGVsX2xpc3RzEmhtbV9wbGFjZWhvbGRlcnMgbXVzdCBoYXZlIG9uZSBlbnRyeSBwZXIgbW1faGFzaGVzIGVudHJ5LCBhbmQga3dhcmdzX2RhdGEgbm9uZSBvciBvbmUgcGVyIG1tX2hhc2hlcyBlbnRyeRqFAXNpemUodGhpcy5tbV9wbGFjZWhvbGRlcnMpID09IHNpemUodGhpcy5tbV9oYXNoZXMpICYmIChzaXplKHRoaXMua3dhcmdzX2RhdGEpID09IDAgfHwgc2l6ZSh0aGlzLmt3YXJnc19kYXRhKSA9PSBzaXplKHRoaXMubW1faGFzaGVzKSkiNgoLUGxhY2Vob2xkZXISDgoGb2Zmc2V0GAEgASgNEhcKBmxlbmd0aBgCIAEoDUIHukgEKgIoASIoCgpLd2FyZ3NJdGVtEhEKBGRhdGEYASABKAlIAIgBAUIHCgVfZGF0YSKdAQoOVG9rZW5zUmVzcG9uc2USLQoHY2hvaWNlcxgBIAMoCzIcLmNvb3JkaW5hdG9yLnYxLlRva2Vuc0Nob2ljZRIkCgV1c2FnZRgCIAEoCzIVLmNvb3JkaW5hdG9yLnYxLlVzYWdlEjYKD3Byb21wdF9sb2dwcm9icxgDIAMoCzIdLmNvb3JkaW5hdG9yLnYxLlByb21wdExvZ3Byb2IiYgoLVG9rZW5zQ2h1bmsSLQoHY2hvaWNlcxgBIAMoCzIcLmNvb3JkaW5hdG9yLnYxLlRva2Vuc0Nob2ljZRIkCgV1c2FnZRgCIAEoCzIVLmNvb3JkaW5hdG9yLnYxLlVzYWdlItEBCgxUb2tlbnNDaG9pY2USDQoFaW5kZXgYASABKA0SEQoJdG9rZW5faWRzGAIgAygNEi4KCGxvZ3Byb2JzGAMgAygLMhwuY29vcmRpbmF0b3IudjEuVG9rZW5Mb2dwcm9iEjMKDWZpbmlzaF9yZWFzb24YBCABKA4yHC5jb29yZGluYXRvci52MS5GaW5pc2hSZWFzb24SOgoPd2VpZ2h0X3ZlcnNpb25zGAUgAygLMiEuY29vcmRpbmF0b3IudjEuV2VpZ2h0VmVyc2lvblNwYW4iQgoRV2VpZ2h0VmVyc2lvblNwYW4SDwoHdmVyc2lvbhgBIAEoCRINCgVzdGFydBgCIAEoDRINCgVjb3VudBgDIAEoDSJjCgxUb2tlbkxvZ3Byb2ISEAoIdG9rZW5faWQYASABKA0SDwoHbG9ncHJvYhgCIAEoAhIwCgx0b3BfbG9ncHJvYnMYAyADKAsyGi5jb29yZGluYXRvci52MS5Ub3BMb2dwcm9iIi8KClRvcExvZ3Byb2ISEAoIdG9rZW5faWQYASABKA0SDwoHbG9ncHJvYhgCIAEoAiJ1Cg1Qcm9tcHRMb2dwcm9iEhAKCHRva2VuX2lkGAEgASgNEhQKB2xvZ3Byb2IYAiABKAJIAIgBARIwCgx0b3BfbG9ncHJvYnMYAyADKAsyGi5jb29yZGluYXRvci52MS5Ub3BMb2dwcm9iQgoKCF9sb2dwcm9iIn0KBVVzYWdlEhUKDXByb21wdF90b2tlbnMYASABKA0SGQoRY29tcGxldGlvbl90b2tlbnMYAiABKA0SFAoMdG90YWxfdG9rZW5zGAMgASgNEhoKDWNhY2hlZF90b2tlbnMYBCABKA1IAIgBAUIQCg5fY2FjaGVkX3Rva2VucyKEAQoNVXBzdHJlYW1FcnJvchILCgNsZWcYASABKAkSEwoLc3RhdHVzX2NvZGUYAiABKAUSFAoMY29udGVudF90eXBlGAMgASgJEgwKBGJvZHkYBCABKAwSDQoFcmVsYXkYBSABKAgSDwoHbWVzc2FnZRgGIAEoCRINCgVwYXJhbRgHIAEoCSJ6ChJDb3VudFRva2Vuc1JlcXVlc3QSLQoKcmVxdWVzdF9pZBgBIAEoCUIZukgWchQYgAEyD15bQS1aYS16MC05LV0qJBI1CgZvcGVuYWkYAiABKAsyHS5jb29yZGluYXRvci52MS5PcGVuQUlSZXF1ZXN0Qga6SAPIAQEibwoTQ291bnRUb2tlbnNSZXNwb25zZRISCgpyZXF1ZXN0X2lkGAEgASgJEhQKDGlucHV0X3Rva2VucxgCIAEoBRIuCgZvcGVuYWkYAyABKAsyHi5jb29yZGluYXRvci52MS5PcGVuQUlSZXNwb25zZSJPChJHZXRSZXNwb25zZVJlcXVlc3QSKAoCaWQYASABKAlCHLpIGXIXEAEYgAIyEF5bQS1aYS16MC05Xy1dKyQSDwoHaW5jbHVkZRgCIAMoCSIjChNHZXRSZXNwb25zZVJlc3BvbnNlEgwKBGpzb24YASABKAwiQQoVRGVsZXRlUmVzcG9uc2VSZXF1ZXN0EigKAmlkGAEgASgJQhy6SBlyFxABGIACMhBeW0EtWmEtejAtOV8tXSskIiYKFkRlbGV0ZVJlc3BvbnNlUmVzcG9uc2USDAoEanNvbhgBIAEoDCKoAQoVTGlzdElucHV0SXRlbXNSZXF1ZXN0EigKAmlkGAEgASgJQhy6SBlyFxABGIACMhBeW0EtWmEtejAtOV8tXSskEhgKBWxpbWl0GAIgASgFQgm6SAYaBBhkKAASIQoFb3JkZXIYAyABKAlCErpID3INUgBSA2FzY1IEZGVzYxIXCgVhZnRlchgEIAEoCUIIukgFcgMYgAISDwoHaW5jbHVkZRgFIAMoCSImChZMaXN0SW5wdXRJdGVtc1Jlc3BvbnNlEgwKBGpzb24YASABKAwqowEKCEVuZHBvaW50EhgKFEVORFBPSU5UX1VOU1BFQ0lGSUVEEAASHQoZRU5EUE9JTlRfQ0hBVF9DT01QTEVUSU9OUxABEhgKFEVORFBPSU5UX0NPTVBMRVRJT05TEAISFQoRRU5EUE9JTlRfR0VORVJBVEUQAxIWChJFTkRQT0lOVF9SRVNQT05TRVMQBBIVChFFTkRQT0lOVF9NRVNTQUdFUxAFKngKDEZpbmlzaFJlYXNvbhIdChlGSU5JU0hfUkVBU09OX1VOU1BFQ0lGSUVEEAASFgoSRklOSVNIX1JFQVNPTl9TVE9QEAESGAoURklOSVNIX1JFQVNPTl9MRU5HVEgQAhIXChNGSU5JU0hfUkVBU09OX0FCT1JUEAMy4QoKEkNvb3JkaW5hdG9yU2VydmljZRL8AQoIR2VuZXJhdGUSHy5jb29yZGluYXRvci52MS5HZW5lcmF0ZVJlcXVlc3QaIC5jb29yZGluYXRvci52MS5HZW5lcmF0ZVJlc3BvbnNlIqwBgtPkkwKlAToLb3BlbmFpLmpzb25aHjoLb3BlbmFpLmpzb24iDy92MS9jb21wbGV0aW9uc1olOgtvcGVuYWkuanNvbiIWL2luZmVyZW5jZS92MS9nZW5lcmF0ZVocOgtvcGVuYWkuanNvbiINL3YxL3Jlc3BvbnNlc1obOgtvcGVuYWkuanNvbiIML3YxL21lc3NhZ2VzIhQvdjEvY2hhdC9jb21wbGV0aW9ucxKzAgoOR2VuZXJhdGVTdHJlYW0SJS5jb29yZGluYXRvci52MS5HZW5lcmF0ZVN0cmVhbVJlcXVlc3QaJi5jb29yZGluYXRvci52MS5HZW5lcmF0ZVN0cmVhbVJlc3BvbnNlIs8BgtPkkwLIAToLb3BlbmFpLmpzb25aJToLb3BlbmFpLmpzb24iFi92MS9jb21wbGV0aW9uczpzdHJlYW1aLDoLb3BlbmFpLmpzb24iHS9pbmZlcmVuY2UvdjEvZ2VuZXJhdGU6c3RyZWFtWiM6C29wZW5haS5qc29uIhQvdjEvcmVzcG9uc2VzOnN0cmVhbVoiOgtvcGVuYWkuanNvbiITL3YxL21lc3NhZ2VzOnN0cmVhbSIbL3YxL2NoYXQvY29tcGxldGlvbnM6c3RyZWFtMAESbgoKR2V0UmVxdWVzdBIhLmNvb3JkaW5hdG9yLnYxLkdldFJlcXVlc3RSZXF1ZXN0GiIuY29vcmRpbmF0b3IudjEuR2V0UmVxdWVzdFJlc3BvbnNlIhmC0+STAhMSES92MS9yZXF1ZXN0cy97aWR9EncKDURlbGV0ZVJlcXVlc3QSJC5jb29yZGluYXRvci52MS5EZWxldGVSZXF1ZXN0UmVxdWVzdBolLmNvb3JkaW5hdG9yLnYxLkRlbGV0ZVJlcXVlc3RSZXNwb25zZSIZgtPkkwITKhEvdjEvcmVxdWVzdHMve2lkfRKxAQoLQ291bnRUb2tlbnMSIi5jb29yZGluYXRvci52MS5Db3VudFRva2Vuc1JlcXVlc3QaIy5jb29yZGluYXRvci52MS5Db3VudFRva2Vuc1Jlc3BvbnNlIlmC0+STAlM6C29wZW5haS5qc29uWik6C29wZW5haS5qc29uIhovdjEvcmVzcG9uc2VzL2lucHV0X3Rva2VucyIZL3YxL21lc3NhZ2VzL2NvdW50X3Rva2VucxJyCgtHZXRSZXNwb25zZRIiLmNvb3JkaW5hdG9yLnYxLkdldFJlc3BvbnNlUmVxdWVzdBojLmNvb3JkaW5hdG9yLnYxLkdldFJlc3BvbnNlUmVzcG9uc2UiGoLT5JMCFBISL3YxL3Jlc3BvbnNlcy97aWR9EnsKDkRlbGV0ZVJlc3BvbnNlEiUuY29vcmRpbmF0b3IudjEuRGVsZXRlUmVzcG9uc2VSZXF1ZXN0GiYuY29vcmRpbmF0b3IudjEuRGVsZXRlUmVzcG9uc2VSZXNwb25zZSIagtPkkwIUKhIvdjEvcmVzcG9uc2VzL3tpZH0ShwEKDkxpc3RJbnB1dEl0ZW1zEiUuY29vcmRpbmF0b3IudjEuTGlzdElucHV0SXRlbXNSZXF1ZXN0GiYuY29vcmRpbmF0b3IudjEuTGlzdElucHV0SXRlbXNSZXNwb25zZSImgtPkkwIgEh4vdjEvcmVzcG9uc2VzL3tpZH0vaW5wdXRfaXRlbXNCTVpLZ2l0aHViLmNvbS9jb29yZGluYXRvci1wcm9qZWN0L2Nvb3JkaW5hdG9yL2dlbi9jb29yZGluYXRvci92MTtjb29yZGluYXRvcnYxYgZwcm90bzM", [file_buf_validate_validate, file_google_api_annotations]);
+  fileDesc("CiBjb29yZGluYXRvci92MS9jb29yZGluYXRvci5wcm90bxIOY29vcmRpbmF0b3IudjEiPAoRR2V0UmVxdWVzdFJlcXVlc3QSJwoCaWQYASABKAlCG7pIGHIWEAEYgAEyD15bQS1aYS16MC05LV0rJCJEChJHZXRSZXF1ZXN0UmVzcG9uc2USLgoGYW5zd2VyGAEgASgLMh4uY29vcmRpbmF0b3IudjEuT3BlbkFJUmVzcG9uc2UiPwoURGVsZXRlUmVxdWVzdFJlcXVlc3QSJwoCaWQYASABKAlCG7pIGHIWEAEYgAEyD15bQS1aYS16MC05LV0rJCIXChVEZWxldGVSZXF1ZXN0UmVzcG9uc2UisgEKD0dlbmVyYXRlUmVxdWVzdBItCgpyZXF1ZXN0X2lkGAEgASgJQhm6SBZyFBiAATIPXltBLVphLXowLTktXSokEi8KBm9wZW5haRgCIAEoCzIdLmNvb3JkaW5hdG9yLnYxLk9wZW5BSVJlcXVlc3RIABIvCgZ0b2tlbnMYAyABKAsyHS5jb29yZGluYXRvci52MS5Ub2tlbnNSZXF1ZXN0SABCDgoFaW5wdXQSBbpIAggBIpQBChBHZW5lcmF0ZVJlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAkSMAoGb3BlbmFpGAIgASgLMh4uY29vcmRpbmF0b3IudjEuT3BlbkFJUmVzcG9uc2VIABIwCgZ0b2tlbnMYAyABKAsyHi5jb29yZGluYXRvci52MS5Ub2tlbnNSZXNwb25zZUgAQggKBm91dHB1dCK9AgoVR2VuZXJhdGVTdHJlYW1SZXF1ZXN0Ei0KCnJlcXVlc3RfaWQYASABKAlCGbpIFnIUGIABMg9eW0EtWmEtejAtOS1dKiQSLwoGb3BlbmFpGAIgASgLMh0uY29vcmRpbmF0b3IudjEuT3BlbkFJUmVxdWVzdEgAErMBCgZ0b2tlbnMYAyABKAsyHS5jb29yZGluYXRvci52MS5Ub2tlbnNSZXF1ZXN0QoEBukh+ugF7Ch10b2tlbnMuc3RyZWFtX3Byb21wdF9sb2dwcm9icxI1c2FtcGxpbmcucHJvbXB0X2xvZ3Byb2JzIGlzIHJldHVybmVkIGJ5IEdlbmVyYXRlIG9ubHkaIyFoYXModGhpcy5zYW1wbGluZy5wcm9tcHRfbG9ncHJvYnMpSABCDgoFaW5wdXQSBbpIAggBIoABChZHZW5lcmF0ZVN0cmVhbVJlc3BvbnNlEi4KBm9wZW5haRgBIAEoCzIcLmNvb3JkaW5hdG9yLnYxLk9wZW5BSUV2ZW50c0gAEi0KBnRva2VucxgCIAEoCzIbLmNvb3JkaW5hdG9yLnYxLlRva2Vuc0NodW5rSABCBwoFY2h1bmsiXwoNT3BlbkFJUmVxdWVzdBI3CghlbmRwb2ludBgBIAEoDjIYLmNvb3JkaW5hdG9yLnYxLkVuZHBvaW50Qgu6SAjIAQGCAQIQARIVCgRqc29uGAIgASgMQge6SAR6AhACIkkKDk9wZW5BSVJlc3BvbnNlEhMKC3N0YXR1c19jb2RlGAEgASgFEhQKDGNvbnRlbnRfdHlwZRgCIAEoCRIMCgRqc29uGAMgASgMIisKDE9wZW5BSUV2ZW50cxIMCgRkYXRhGAEgAygMEg0KBWV2ZW50GAIgAygJIoYECg1Ub2tlbnNSZXF1ZXN0EhYKBW1vZGVsGAEgASgJQge6SARyAhABEhsKCXRva2VuX2lkcxgCIAMoDUIIukgFkgECCAESMAoIc2FtcGxpbmcYAyABKAsyHi5jb29yZGluYXRvci52MS5TYW1wbGluZ1BhcmFtcxI0CghmZWF0dXJlcxgEIAEoCzIiLmNvb3JkaW5hdG9yLnYxLk11bHRpbW9kYWxGZWF0dXJlcxIcCgpjYWNoZV9zYWx0GAUgASgJQgi6SAVyAxiAAjq5ArpItQIasgIKHXRva2Vucy5wbGFjZWhvbGRlcnNfaW5fcHJvbXB0EnRmZWF0dXJlcy5tbV9wbGFjZWhvbGRlcnMgbXVzdCBlYWNoIGxpZSB3aXRoaW4gdG9rZW5faWRzIChvZmZzZXQgPCBsZW4odG9rZW5faWRzKSwgb2Zmc2V0ICsgbGVuZ3RoIDw9IGxlbih0b2tlbl9pZHMpKRqaASFoYXModGhpcy5mZWF0dXJlcykgfHwgdGhpcy5mZWF0dXJlcy5tbV9wbGFjZWhvbGRlcnMuYWxsKHAsIGludChwLm9mZnNldCkgPCBzaXplKHRoaXMudG9rZW5faWRzKSAmJiBpbnQocC5sZW5ndGgpIDw9IHNpemUodGhpcy50b2tlbl9pZHMpIC0gaW50KHAub2Zmc2V0KSki9wYKDlNhbXBsaW5nUGFyYW1zEiAKCm1heF90b2tlbnMYASABKA1CB7pIBCoCKAFIAIgBARIXCgptaW5fdG9rZW5zGAIgASgNSAGIAQESKQoLdGVtcGVyYXR1cmUYAyABKAJCD7pIDAoKHQAAyEItAAAAAEgCiAEBEiMKBXRvcF9wGAQgASgCQg+6SAwKCh0AAIA/JQAAAABIA4gBARIkCgV0b3BfaxgFIAEoBUIQukgNGgso////////////AUgEiAEBEiMKBW1pbl9wGAYgASgCQg+6SAwKCh0AAIA/LQAAAABIBYgBARIRCgRzZWVkGAcgASgDSAaIAQESFgoOc3RvcF90b2tlbl9pZHMYCCADKA0SEgoKaWdub3JlX2VvcxgJIAEoCBIeCghsb2dwcm9icxgKIAEoDUIHukgEKgIYFEgHiAEBEiUKD3Byb21wdF9sb2dwcm9icxgLIAEoDUIHukgEKgIYFEgIiAEBEhMKAW4YDCABKA1CCLpIBSoDGIACEi4KEHByZXNlbmNlX3BlbmFsdHkYDSABKAJCD7pIDAoKHQAAAEAtAAAAwEgJiAEBEi8KEWZyZXF1ZW5jeV9wZW5hbHR5GA4gASgCQg+6SAwKCh0AAABALQAAAMBICogBARIwChJyZXBldGl0aW9uX3BlbmFsdHkYDyABKAJCD7pIDAoKHQAAIEElAAAAAEgLiAEBOqgBukikARqhAQoic2FtcGxpbmcubWluX3Rva2Vuc19sdGVfbWF4X3Rva2VucxIlbWluX3Rva2VucyBtdXN0IG5vdCBleGNlZWQgbWF4X3Rva2VucxpUIWhhcyh0aGlzLm1heF90b2tlbnMpIHx8ICFoYXModGhpcy5taW5fdG9rZW5zKSB8fCB0aGlzLm1pbl90b2tlbnMgPD0gdGhpcy5tYXhfdG9rZW5zQg0KC19tYXhfdG9rZW5zQg0KC19taW5fdG9rZW5zQg4KDF90ZW1wZXJhdHVyZUIICgZfdG9wX3BCCAoGX3RvcF9rQggKBl9taW5fcEIHCgVfc2VlZEILCglfbG9ncHJvYnNCEgoQX3Byb21wdF9sb2dwcm9ic0ITChFfcHJlc2VuY2VfcGVuYWx0eUIUChJfZnJlcXVlbmN5X3BlbmFsdHlCFQoTX3JlcGV0aXRpb25fcGVuYWx0eSKxAwoSTXVsdGltb2RhbEZlYXR1cmVzEh8KCW1tX2hhc2hlcxgBIAMoCUIMukgJkgEGIgRyAhABEjQKD21tX3BsYWNlaG9sZGVycxgCIAMoCzIbLmNvb3JkaW5hdG9yLnYxLlBsYWNlaG9sZGVyEi8KC2t3YXJnc19kYXRhGAMgAygLMhouY29vcmRpbmF0b3IudjEuS3dhcmdzSXRlbTqSArpIjgIaiwIKF2ZlYXR1cmVzLnBhcmFsbGVsX2xpc3RzEmhtbV9wbGFjZWhvbGRlcnMgbXVzdCBoYXZlIG9uZSBlbnRyeSBwZXIgbW1faGFzaGVzIGVudHJ5LCBhbmQga3dhcmdzX2RhdGEgbm9uZSBvciBvbmUgcGVyIG1tX2hhc2hlcyBlbnRyeRqFAXNpemUodGhpcy5tbV9wbGFjZWhvbGRlcnMpID09IHNpemUodGhpcy5tbV9oYXNoZXMpICYmIChzaXplKHRoaXMua3dhcmdzX2RhdGEpID09IDAgfHwgc2l6ZSh0aGlzLmt3YXJnc19kYXRhKSA9PSBzaXplKHRoaXMubW1faGFzaGVzKSkiNgoLUGxhY2Vob2xkZXISDgoGb2Zmc2V0GAEgASgNEhcKBmxlbmd0aBgCIAEoDUIHukgEKgIoASIoCgpLd2FyZ3NJdGVtEhEKBGRhdGEYASABKAlIAIgBAUIHCgVfZGF0YSKdAQoOVG9rZW5zUmVzcG9uc2USLQoHY2hvaWNlcxgBIAMoCzIcLmNvb3JkaW5hdG9yLnYxLlRva2Vuc0Nob2ljZRIkCgV1c2FnZRgCIAEoCzIVLmNvb3JkaW5hdG9yLnYxLlVzYWdlEjYKD3Byb21wdF9sb2dwcm9icxgDIAMoCzIdLmNvb3JkaW5hdG9yLnYxLlByb21wdExvZ3Byb2IiYgoLVG9rZW5zQ2h1bmsSLQoHY2hvaWNlcxgBIAMoCzIcLmNvb3JkaW5hdG9yLnYxLlRva2Vuc0Nob2ljZRIkCgV1c2FnZRgCIAEoCzIVLmNvb3JkaW5hdG9yLnYxLlVzYWdlItEBCgxUb2tlbnNDaG9pY2USDQoFaW5kZXgYASABKA0SEQoJdG9rZW5faWRzGAIgAygNEi4KCGxvZ3Byb2JzGAMgAygLMhwuY29vcmRpbmF0b3IudjEuVG9rZW5Mb2dwcm9iEjMKDWZpbmlzaF9yZWFzb24YBCABKA4yHC5jb29yZGluYXRvci52MS5GaW5pc2hSZWFzb24SOgoPd2VpZ2h0X3ZlcnNpb25zGAUgAygLMiEuY29vcmRpbmF0b3IudjEuV2VpZ2h0VmVyc2lvblNwYW4iQgoRV2VpZ2h0VmVyc2lvblNwYW4SDwoHdmVyc2lvbhgBIAEoCRINCgVzdGFydBgCIAEoDRINCgVjb3VudBgDIAEoDSJjCgxUb2tlbkxvZ3Byb2ISEAoIdG9rZW5faWQYASABKA0SDwoHbG9ncHJvYhgCIAEoAhIwCgx0b3BfbG9ncHJvYnMYAyADKAsyGi5jb29yZGluYXRvci52MS5Ub3BMb2dwcm9iIi8KClRvcExvZ3Byb2ISEAoIdG9rZW5faWQYASABKA0SDwoHbG9ncHJvYhgCIAEoAiJ1Cg1Qcm9tcHRMb2dwcm9iEhAKCHRva2VuX2lkGAEgASgNEhQKB2xvZ3Byb2IYAiABKAJIAIgBARIwCgx0b3BfbG9ncHJvYnMYAyADKAsyGi5jb29yZGluYXRvci52MS5Ub3BMb2dwcm9iQgoKCF9sb2dwcm9iIn0KBVVzYWdlEhUKDXByb21wdF90b2tlbnMYASABKA0SGQoRY29tcGxldGlvbl90b2tlbnMYAiABKA0SFAoMdG90YWxfdG9rZW5zGAMgASgNEhoKDWNhY2hlZF90b2tlbnMYBCABKA1IAIgBAUIQCg5fY2FjaGVkX3Rva2VucyKEAQoNVXBzdHJlYW1FcnJvchILCgNsZWcYASABKAkSEwoLc3RhdHVzX2NvZGUYAiABKAUSFAoMY29udGVudF90eXBlGAMgASgJEgwKBGJvZHkYBCABKAwSDQoFcmVsYXkYBSABKAgSDwoHbWVzc2FnZRgGIAEoCRINCgVwYXJhbRgHIAEoCSJ6ChJDb3VudFRva2Vuc1JlcXVlc3QSLQoKcmVxdWVzdF9pZBgBIAEoCUIZukgWchQYgAEyD15bQS1aYS16MC05LV0qJBI1CgZvcGVuYWkYAiABKAsyHS5jb29yZGluYXRvci52MS5PcGVuQUlSZXF1ZXN0Qga6SAPIAQEibwoTQ291bnRUb2tlbnNSZXNwb25zZRISCgpyZXF1ZXN0X2lkGAEgASgJEhQKDGlucHV0X3Rva2VucxgCIAEoBRIuCgZvcGVuYWkYAyABKAsyHi5jb29yZGluYXRvci52MS5PcGVuQUlSZXNwb25zZSJPChJHZXRSZXNwb25zZVJlcXVlc3QSKAoCaWQYASABKAlCHLpIGXIXEAEYgAIyEF5bQS1aYS16MC05Xy1dKyQSDwoHaW5jbHVkZRgCIAMoCSIjChNHZXRSZXNwb25zZVJlc3BvbnNlEgwKBGpzb24YASABKAwiQQoVRGVsZXRlUmVzcG9uc2VSZXF1ZXN0EigKAmlkGAEgASgJQhy6SBlyFxABGIACMhBeW0EtWmEtejAtOV8tXSskIiYKFkRlbGV0ZVJlc3BvbnNlUmVzcG9uc2USDAoEanNvbhgBIAEoDCKoAQoVTGlzdElucHV0SXRlbXNSZXF1ZXN0EigKAmlkGAEgASgJQhy6SBlyFxABGIACMhBeW0EtWmEtejAtOV8tXSskEhgKBWxpbWl0GAIgASgFQgm6SAYaBBhkKAASIQoFb3JkZXIYAyABKAlCErpID3INUgBSA2FzY1IEZGVzYxIXCgVhZnRlchgEIAEoCUIIukgFcgMYgAISDwoHaW5jbHVkZRgFIAMoCSImChZMaXN0SW5wdXRJdGVtc1Jlc3BvbnNlEgwKBGpzb24YASABKAwiKQoZQ3JlYXRlQ29udmVyc2F0aW9uUmVxdWVzdBIMCgRqc29uGAEgASgMIioKGkNyZWF0ZUNvbnZlcnNhdGlvblJlc3BvbnNlEgwKBGpzb24YASABKAwiQgoWR2V0Q29udmVyc2F0aW9uUmVxdWVzdBIoCgJpZBgBIAEoCUIcukgZchcQARiAAjIQXltBLVphLXowLTlfLV0rJCInChdHZXRDb252ZXJzYXRpb25SZXNwb25zZRIMCgRqc29uGAEgASgMIlMKGVVwZGF0ZUNvbnZlcnNhdGlvblJlcXVlc3QSKAoCaWQYASABKAlCHLpIGXIXEAEYgAIyEF5bQS1aYS16MC05Xy1dKyQSDAoEanNvbhgCIAEoDCIqChpVcGRhdGVDb252ZXJzYXRpb25SZXNwb25zZRIMCgRqc29uGAEgASgMIkUKGURlbGV0ZUNvbnZlcnNhdGlvblJlcXVlc3QSKAoCaWQYASABKAlCHLpIGXIXEAEYgAIyEF5bQS1aYS16MC05Xy1dKyQiKgoaRGVsZXRlQ29udmVyc2F0aW9uUmVzcG9uc2USDAoEanNvbhgBIAEoDCKvAQocTGlzdENvbnZlcnNhdGlvbkl0ZW1zUmVxdWVzdBIoCgJpZBgBIAEoCUIcukgZchcQARiAAjIQXltBLVphLXowLTlfLV0rJBIYCgVsaW1pdBgCIAEoBUIJukgGGgQYZCgAEiEKBW9yZGVyGAMgASgJQhK6SA9yDVIAUgNhc2NSBGRlc2MSFwoFYWZ0ZXIYBCABKAlCCLpIBXIDGIACEg8KB2luY2x1ZGUYBSADKAkiLQodTGlzdENvbnZlcnNhdGlvbkl0ZW1zUmVzcG9uc2USDAoEanNvbhgBIAEoDCJpCh5DcmVhdGVDb252ZXJzYXRpb25JdGVtc1JlcXVlc3QSKAoCaWQYASABKAlCHLpIGXIXEAEYgAIyEF5bQS1aYS16MC05Xy1dKyQSDAoEanNvbhgCIAEoDBIPCgdpbmNsdWRlGAMgAygJIi8KH0NyZWF0ZUNvbnZlcnNhdGlvbkl0ZW1zUmVzcG9uc2USDAoEanNvbhgBIAEoDCKGAQoaR2V0Q29udmVyc2F0aW9uSXRlbVJlcXVlc3QSKAoCaWQYASABKAlCHLpIGXIXEAEYgAIyEF5bQS1aYS16MC05Xy1dKyQSLQoHaXRlbV9pZBgCIAEoCUIcukgZchcQARiAAjIQXltBLVphLXowLTlfLV0rJBIPCgdpbmNsdWRlGAMgAygJIisKG0dldENvbnZlcnNhdGlvbkl0ZW1SZXNwb25zZRIMCgRqc29uGAEgASgMIngKHURlbGV0ZUNvbnZlcnNhdGlvbkl0ZW1SZXF1ZXN0EigKAmlkGAEgASgJQhy6SBlyFxABGIACMhBeW0EtWmEtejAtOV8tXSskEi0KB2l0ZW1faWQYAiABKAlCHLpIGXIXEAEYgAIyEF5bQS1aYS16MC05Xy1dKyQiLgoeRGVsZXRlQ29udmVyc2F0aW9uSXRlbVJlc3BvbnNlEgwKBGpzb24YASABKAwqowEKCEVuZHBvaW50EhgKFEVORFBPSU5UX1VOU1BFQ0lGSUVEEAASHQoZRU5EUE9JTlRfQ0hBVF9DT01QTEVUSU9OUxABEhgKFEVORFBPSU5UX0NPTVBMRVRJT05TEAISFQoRRU5EUE9JTlRfR0VORVJBVEUQAxIWChJFTkRQT0lOVF9SRVNQT05TRVMQBBIVChFFTkRQT0lOVF9NRVNTQUdFUxAFKngKDEZpbmlzaFJlYXNvbhIdChlGSU5JU0hfUkVBU09OX1VOU1BFQ0lGSUVEEAASFgoSRklOSVNIX1JFQVNPTl9TVE9QEAESGAoURklOSVNIX1JFQVNPTl9MRU5HVEgQAhIXChNGSU5JU0hfUkVBU09OX0FCT1JUEAMyqBQKEkNvb3JkaW5hdG9yU2VydmljZRL8AQoIR2VuZXJhdGUSHy5jb29yZGluYXRvci52MS5HZW5lcmF0ZVJlcXVlc3QaIC5jb29yZGluYXRvci52MS5HZW5lcmF0ZVJlc3BvbnNlIqwBgtPkkwKlAToLb3BlbmFpLmpzb25aHjoLb3BlbmFpLmpzb24iDy92MS9jb21wbGV0aW9uc1olOgtvcGVuYWkuanNvbiIWL2luZmVyZW5jZS92MS9nZW5lcmF0ZVocOgtvcGVuYWkuanNvbiINL3YxL3Jlc3BvbnNlc1obOgtvcGVuYWkuanNvbiIML3YxL21lc3NhZ2VzIhQvdjEvY2hhdC9jb21wbGV0aW9ucxKzAgoOR2VuZXJhdGVTdHJlYW0SJS5jb29yZGluYXRvci52MS5HZW5lcmF0ZVN0cmVhbVJlcXVlc3QaJi5jb29yZGluYXRvci52MS5HZW5lcmF0ZVN0cmVhbVJlc3BvbnNlIs8BgtPkkwLIAToLb3BlbmFpLmpzb25aJToLb3BlbmFpLmpzb24iFi92MS9jb21wbGV0aW9uczpzdHJlYW1aLDoLb3BlbmFpLmpzb24iHS9pbmZlcmVuY2UvdjEvZ2VuZXJhdGU6c3RyZWFtWiM6C29wZW5haS5qc29uIhQvdjEvcmVzcG9uc2VzOnN0cmVhbVoiOgtvcGVuYWkuanNvbiITL3YxL21lc3NhZ2VzOnN0cmVhbSIbL3YxL2NoYXQvY29tcGxldGlvbnM6c3RyZWFtMAESbgoKR2V0UmVxdWVzdBIhLmNvb3JkaW5hdG9yLnYxLkdldFJlcXVlc3RSZXF1ZXN0GiIuY29vcmRpbmF0b3IudjEuR2V0UmVxdWVzdFJlc3BvbnNlIhmC0+STAhMSES92MS9yZXF1ZXN0cy97aWR9EncKDURlbGV0ZVJlcXVlc3QSJC5jb29yZGluYXRvci52MS5EZWxldGVSZXF1ZXN0UmVxdWVzdBolLmNvb3JkaW5hdG9yLnYxLkRlbGV0ZVJlcXVlc3RSZXNwb25zZSIZgtPkkwITKhEvdjEvcmVxdWVzdHMve2lkfRKxAQoLQ291bnRUb2tlbnMSIi5jb29yZGluYXRvci52MS5Db3VudFRva2Vuc1JlcXVlc3QaIy5jb29yZGluYXRvci52MS5Db3VudFRva2Vuc1Jlc3BvbnNlIlmC0+STAlM6C29wZW5haS5qc29uWik6C29wZW5haS5qc29uIhovdjEvcmVzcG9uc2VzL2lucHV0X3Rva2VucyIZL3YxL21lc3NhZ2VzL2NvdW50X3Rva2VucxJyCgtHZXRSZXNwb25zZRIiLmNvb3JkaW5hdG9yLnYxLkdldFJlc3BvbnNlUmVxdWVzdBojLmNvb3JkaW5hdG9yLnYxLkdldFJlc3BvbnNlUmVzcG9uc2UiGoLT5JMCFBISL3YxL3Jlc3BvbnNlcy97aWR9EnsKDkRlbGV0ZVJlc3BvbnNlEiUuY29vcmRpbmF0b3IudjEuRGVsZXRlUmVzcG9uc2VSZXF1ZXN0GiYuY29vcmRpbmF0b3IudjEuRGVsZXRlUmVzcG9uc2VSZXNwb25zZSIagtPkkwIUKhIvdjEvcmVzcG9uc2VzL3tpZH0ShwEKDkxpc3RJbnB1dEl0ZW1zEiUuY29vcmRpbmF0b3IudjEuTGlzdElucHV0SXRlbXNSZXF1ZXN0GiYuY29vcmRpbmF0b3IudjEuTGlzdElucHV0SXRlbXNSZXNwb25zZSImgtPkkwIgEh4vdjEvcmVzcG9uc2VzL3tpZH0vaW5wdXRfaXRlbXMSjAEKEkNyZWF0ZUNvbnZlcnNhdGlvbhIpLmNvb3JkaW5hdG9yLnYxLkNyZWF0ZUNvbnZlcnNhdGlvblJlcXVlc3QaKi5jb29yZGluYXRvci52MS5DcmVhdGVDb252ZXJzYXRpb25SZXNwb25zZSIfgtPkkwIZOgRqc29uIhEvdjEvY29udmVyc2F0aW9ucxKCAQoPR2V0Q29udmVyc2F0aW9uEiYuY29vcmRpbmF0b3IudjEuR2V0Q29udmVyc2F0aW9uUmVxdWVzdBonLmNvb3JkaW5hdG9yLnYxLkdldENvbnZlcnNhdGlvblJlc3BvbnNlIh6C0+STAhgSFi92MS9jb252ZXJzYXRpb25zL3tpZH0SkQEKElVwZGF0ZUNvbnZlcnNhdGlvbhIpLmNvb3JkaW5hdG9yLnYxLlVwZGF0ZUNvbnZlcnNhdGlvblJlcXVlc3QaKi5jb29yZGluYXRvci52MS5VcGRhdGVDb252ZXJzYXRpb25SZXNwb25zZSIkgtPkkwIeOgRqc29uIhYvdjEvY29udmVyc2F0aW9ucy97aWR9EosBChJEZWxldGVDb252ZXJzYXRpb24SKS5jb29yZGluYXRvci52MS5EZWxldGVDb252ZXJzYXRpb25SZXF1ZXN0GiouY29vcmRpbmF0b3IudjEuRGVsZXRlQ29udmVyc2F0aW9uUmVzcG9uc2UiHoLT5JMCGCoWL3YxL2NvbnZlcnNhdGlvbnMve2lkfRKaAQoVTGlzdENvbnZlcnNhdGlvbkl0ZW1zEiwuY29vcmRpbmF0b3IudjEuTGlzdENvbnZlcnNhdGlvbkl0ZW1zUmVxdWVzdBotLmNvb3JkaW5hdG9yLnYxLkxpc3RDb252ZXJzYXRpb25JdGVtc1Jlc3BvbnNlIiSC0+STAh4SHC92MS9jb252ZXJzYXRpb25zL3tpZH0vaXRlbXMSpgEKF0NyZWF0ZUNvbnZlcnNhdGlvbkl0ZW1zEi4uY29vcmRpbmF0b3IudjEuQ3JlYXRlQ29udmVyc2F0aW9uSXRlbXNSZXF1ZXN0Gi8uY29vcmRpbmF0b3IudjEuQ3JlYXRlQ29udmVyc2F0aW9uSXRlbXNSZXNwb25zZSIqgtPkkwIkOgRqc29uIhwvdjEvY29udmVyc2F0aW9ucy97aWR9L2l0ZW1zEp4BChNHZXRDb252ZXJzYXRpb25JdGVtEiouY29vcmRpbmF0b3IudjEuR2V0Q29udmVyc2F0aW9uSXRlbVJlcXVlc3QaKy5jb29yZGluYXRvci52MS5HZXRDb252ZXJzYXRpb25JdGVtUmVzcG9uc2UiLoLT5JMCKBImL3YxL2NvbnZlcnNhdGlvbnMve2lkfS9pdGVtcy97aXRlbV9pZH0SpwEKFkRlbGV0ZUNvbnZlcnNhdGlvbkl0ZW0SLS5jb29yZGluYXRvci52MS5EZWxldGVDb252ZXJzYXRpb25JdGVtUmVxdWVzdBouLmNvb3JkaW5hdG9yLnYxLkRlbGV0ZUNvbnZlcnNhdGlvbkl0ZW1SZXNwb25zZSIugtPkkwIoKiYvdjEvY29udmVyc2F0aW9ucy97aWR9L2l0ZW1zL3tpdGVtX2lkfUJNWktnaXRodWIuY29tL2Nvb3JkaW5hdG9yLXByb2plY3QvY29vcmRpbmF0b3IvZ2VuL2Nvb3JkaW5hdG9yL3YxO2Nvb3JkaW5hdG9ydjFiBnByb3RvMw", [file_buf_validate_validate, file_google_api_annotations]);
 
 /**
  * GetRequestRequest names a queued request.
@@ -1236,6 +1236,412 @@ export const ListInputItemsResponseSchema: GenMessage<ListInputItemsResponse> = 
   messageDesc(file_coordinator_v1_coordinator, 32);
 
 /**
+ * CreateConversationRequest carries the create body.
+ *
+ * @generated from message coordinator.v1.CreateConversationRequest
+ */
+export type CreateConversationRequest = Message<"coordinator.v1.CreateConversationRequest"> & {
+  /**
+   * {"items"?: [...], "metadata"?: {...}}, as the client sent it.
+   *
+   * @generated from field: bytes json = 1;
+   */
+  json: Uint8Array;
+};
+
+/**
+ * Describes the message coordinator.v1.CreateConversationRequest.
+ * Use `create(CreateConversationRequestSchema)` to create a new message.
+ */
+export const CreateConversationRequestSchema: GenMessage<CreateConversationRequest> = /*@__PURE__*/
+  messageDesc(file_coordinator_v1_coordinator, 33);
+
+/**
+ * CreateConversationResponse is the new conversation's object.
+ *
+ * @generated from message coordinator.v1.CreateConversationResponse
+ */
+export type CreateConversationResponse = Message<"coordinator.v1.CreateConversationResponse"> & {
+  /**
+   * The answer, JSON, as the REST route writes it.
+   *
+   * @generated from field: bytes json = 1;
+   */
+  json: Uint8Array;
+};
+
+/**
+ * Describes the message coordinator.v1.CreateConversationResponse.
+ * Use `create(CreateConversationResponseSchema)` to create a new message.
+ */
+export const CreateConversationResponseSchema: GenMessage<CreateConversationResponse> = /*@__PURE__*/
+  messageDesc(file_coordinator_v1_coordinator, 34);
+
+/**
+ * GetConversationRequest names a conversation.
+ *
+ * @generated from message coordinator.v1.GetConversationRequest
+ */
+export type GetConversationRequest = Message<"coordinator.v1.GetConversationRequest"> & {
+  /**
+   * The conversation's id ("conv_...").
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message coordinator.v1.GetConversationRequest.
+ * Use `create(GetConversationRequestSchema)` to create a new message.
+ */
+export const GetConversationRequestSchema: GenMessage<GetConversationRequest> = /*@__PURE__*/
+  messageDesc(file_coordinator_v1_coordinator, 35);
+
+/**
+ * GetConversationResponse is the conversation's object.
+ *
+ * @generated from message coordinator.v1.GetConversationResponse
+ */
+export type GetConversationResponse = Message<"coordinator.v1.GetConversationResponse"> & {
+  /**
+   * The answer, JSON, as the REST route writes it.
+   *
+   * @generated from field: bytes json = 1;
+   */
+  json: Uint8Array;
+};
+
+/**
+ * Describes the message coordinator.v1.GetConversationResponse.
+ * Use `create(GetConversationResponseSchema)` to create a new message.
+ */
+export const GetConversationResponseSchema: GenMessage<GetConversationResponse> = /*@__PURE__*/
+  messageDesc(file_coordinator_v1_coordinator, 36);
+
+/**
+ * UpdateConversationRequest names a conversation and its new metadata.
+ *
+ * @generated from message coordinator.v1.UpdateConversationRequest
+ */
+export type UpdateConversationRequest = Message<"coordinator.v1.UpdateConversationRequest"> & {
+  /**
+   * The conversation's id ("conv_...").
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * {"metadata": {...}}, as the client sent it.
+   *
+   * @generated from field: bytes json = 2;
+   */
+  json: Uint8Array;
+};
+
+/**
+ * Describes the message coordinator.v1.UpdateConversationRequest.
+ * Use `create(UpdateConversationRequestSchema)` to create a new message.
+ */
+export const UpdateConversationRequestSchema: GenMessage<UpdateConversationRequest> = /*@__PURE__*/
+  messageDesc(file_coordinator_v1_coordinator, 37);
+
+/**
+ * UpdateConversationResponse is the conversation's object.
+ *
+ * @generated from message coordinator.v1.UpdateConversationResponse
+ */
+export type UpdateConversationResponse = Message<"coordinator.v1.UpdateConversationResponse"> & {
+  /**
+   * The answer, JSON, as the REST route writes it.
+   *
+   * @generated from field: bytes json = 1;
+   */
+  json: Uint8Array;
+};
+
+/**
+ * Describes the message coordinator.v1.UpdateConversationResponse.
+ * Use `create(UpdateConversationResponseSchema)` to create a new message.
+ */
+export const UpdateConversationResponseSchema: GenMessage<UpdateConversationResponse> = /*@__PURE__*/
+  messageDesc(file_coordinator_v1_coordinator, 38);
+
+/**
+ * DeleteConversationRequest names a conversation.
+ *
+ * @generated from message coordinator.v1.DeleteConversationRequest
+ */
+export type DeleteConversationRequest = Message<"coordinator.v1.DeleteConversationRequest"> & {
+  /**
+   * The conversation's id ("conv_...").
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message coordinator.v1.DeleteConversationRequest.
+ * Use `create(DeleteConversationRequestSchema)` to create a new message.
+ */
+export const DeleteConversationRequestSchema: GenMessage<DeleteConversationRequest> = /*@__PURE__*/
+  messageDesc(file_coordinator_v1_coordinator, 39);
+
+/**
+ * DeleteConversationResponse is OpenAI's deletion object.
+ *
+ * @generated from message coordinator.v1.DeleteConversationResponse
+ */
+export type DeleteConversationResponse = Message<"coordinator.v1.DeleteConversationResponse"> & {
+  /**
+   * The answer, JSON, as the REST route writes it.
+   *
+   * @generated from field: bytes json = 1;
+   */
+  json: Uint8Array;
+};
+
+/**
+ * Describes the message coordinator.v1.DeleteConversationResponse.
+ * Use `create(DeleteConversationResponseSchema)` to create a new message.
+ */
+export const DeleteConversationResponseSchema: GenMessage<DeleteConversationResponse> = /*@__PURE__*/
+  messageDesc(file_coordinator_v1_coordinator, 40);
+
+/**
+ * ListConversationItemsRequest names a conversation and the page of its items.
+ *
+ * @generated from message coordinator.v1.ListConversationItemsRequest
+ */
+export type ListConversationItemsRequest = Message<"coordinator.v1.ListConversationItemsRequest"> & {
+  /**
+   * The conversation's id ("conv_...").
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * At most this many items, 1..100; 0: 20.
+   *
+   * @generated from field: int32 limit = 2;
+   */
+  limit: number;
+
+  /**
+   * "asc" (oldest first) or "desc" (the default).
+   *
+   * @generated from field: string order = 3;
+   */
+  order: string;
+
+  /**
+   * List the items after the one with this id.
+   *
+   * @generated from field: string after = 4;
+   */
+  after: string;
+
+  /**
+   * Ignored (OpenAI's include[]).
+   *
+   * @generated from field: repeated string include = 5;
+   */
+  include: string[];
+};
+
+/**
+ * Describes the message coordinator.v1.ListConversationItemsRequest.
+ * Use `create(ListConversationItemsRequestSchema)` to create a new message.
+ */
+export const ListConversationItemsRequestSchema: GenMessage<ListConversationItemsRequest> = /*@__PURE__*/
+  messageDesc(file_coordinator_v1_coordinator, 41);
+
+/**
+ * ListConversationItemsResponse is OpenAI's list object.
+ *
+ * @generated from message coordinator.v1.ListConversationItemsResponse
+ */
+export type ListConversationItemsResponse = Message<"coordinator.v1.ListConversationItemsResponse"> & {
+  /**
+   * The answer, JSON, as the REST route writes it.
+   *
+   * @generated from field: bytes json = 1;
+   */
+  json: Uint8Array;
+};
+
+/**
+ * Describes the message coordinator.v1.ListConversationItemsResponse.
+ * Use `create(ListConversationItemsResponseSchema)` to create a new message.
+ */
+export const ListConversationItemsResponseSchema: GenMessage<ListConversationItemsResponse> = /*@__PURE__*/
+  messageDesc(file_coordinator_v1_coordinator, 42);
+
+/**
+ * CreateConversationItemsRequest names a conversation and the items to add.
+ *
+ * @generated from message coordinator.v1.CreateConversationItemsRequest
+ */
+export type CreateConversationItemsRequest = Message<"coordinator.v1.CreateConversationItemsRequest"> & {
+  /**
+   * The conversation's id ("conv_...").
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * {"items": [...]}, as the client sent it.
+   *
+   * @generated from field: bytes json = 2;
+   */
+  json: Uint8Array;
+
+  /**
+   * Ignored (OpenAI's include[]).
+   *
+   * @generated from field: repeated string include = 3;
+   */
+  include: string[];
+};
+
+/**
+ * Describes the message coordinator.v1.CreateConversationItemsRequest.
+ * Use `create(CreateConversationItemsRequestSchema)` to create a new message.
+ */
+export const CreateConversationItemsRequestSchema: GenMessage<CreateConversationItemsRequest> = /*@__PURE__*/
+  messageDesc(file_coordinator_v1_coordinator, 43);
+
+/**
+ * CreateConversationItemsResponse is OpenAI's list of the items added.
+ *
+ * @generated from message coordinator.v1.CreateConversationItemsResponse
+ */
+export type CreateConversationItemsResponse = Message<"coordinator.v1.CreateConversationItemsResponse"> & {
+  /**
+   * The answer, JSON, as the REST route writes it.
+   *
+   * @generated from field: bytes json = 1;
+   */
+  json: Uint8Array;
+};
+
+/**
+ * Describes the message coordinator.v1.CreateConversationItemsResponse.
+ * Use `create(CreateConversationItemsResponseSchema)` to create a new message.
+ */
+export const CreateConversationItemsResponseSchema: GenMessage<CreateConversationItemsResponse> = /*@__PURE__*/
+  messageDesc(file_coordinator_v1_coordinator, 44);
+
+/**
+ * GetConversationItemRequest names an item of a conversation.
+ *
+ * @generated from message coordinator.v1.GetConversationItemRequest
+ */
+export type GetConversationItemRequest = Message<"coordinator.v1.GetConversationItemRequest"> & {
+  /**
+   * The conversation's id ("conv_...").
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The item's id.
+   *
+   * @generated from field: string item_id = 2;
+   */
+  itemId: string;
+
+  /**
+   * Ignored (OpenAI's include[]).
+   *
+   * @generated from field: repeated string include = 3;
+   */
+  include: string[];
+};
+
+/**
+ * Describes the message coordinator.v1.GetConversationItemRequest.
+ * Use `create(GetConversationItemRequestSchema)` to create a new message.
+ */
+export const GetConversationItemRequestSchema: GenMessage<GetConversationItemRequest> = /*@__PURE__*/
+  messageDesc(file_coordinator_v1_coordinator, 45);
+
+/**
+ * GetConversationItemResponse is the item.
+ *
+ * @generated from message coordinator.v1.GetConversationItemResponse
+ */
+export type GetConversationItemResponse = Message<"coordinator.v1.GetConversationItemResponse"> & {
+  /**
+   * The answer, JSON, as the REST route writes it.
+   *
+   * @generated from field: bytes json = 1;
+   */
+  json: Uint8Array;
+};
+
+/**
+ * Describes the message coordinator.v1.GetConversationItemResponse.
+ * Use `create(GetConversationItemResponseSchema)` to create a new message.
+ */
+export const GetConversationItemResponseSchema: GenMessage<GetConversationItemResponse> = /*@__PURE__*/
+  messageDesc(file_coordinator_v1_coordinator, 46);
+
+/**
+ * DeleteConversationItemRequest names an item of a conversation.
+ *
+ * @generated from message coordinator.v1.DeleteConversationItemRequest
+ */
+export type DeleteConversationItemRequest = Message<"coordinator.v1.DeleteConversationItemRequest"> & {
+  /**
+   * The conversation's id ("conv_...").
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The item's id.
+   *
+   * @generated from field: string item_id = 2;
+   */
+  itemId: string;
+};
+
+/**
+ * Describes the message coordinator.v1.DeleteConversationItemRequest.
+ * Use `create(DeleteConversationItemRequestSchema)` to create a new message.
+ */
+export const DeleteConversationItemRequestSchema: GenMessage<DeleteConversationItemRequest> = /*@__PURE__*/
+  messageDesc(file_coordinator_v1_coordinator, 47);
+
+/**
+ * DeleteConversationItemResponse is the conversation's object.
+ *
+ * @generated from message coordinator.v1.DeleteConversationItemResponse
+ */
+export type DeleteConversationItemResponse = Message<"coordinator.v1.DeleteConversationItemResponse"> & {
+  /**
+   * The answer, JSON, as the REST route writes it.
+   *
+   * @generated from field: bytes json = 1;
+   */
+  json: Uint8Array;
+};
+
+/**
+ * Describes the message coordinator.v1.DeleteConversationItemResponse.
+ * Use `create(DeleteConversationItemResponseSchema)` to create a new message.
+ */
+export const DeleteConversationItemResponseSchema: GenMessage<DeleteConversationItemResponse> = /*@__PURE__*/
+  messageDesc(file_coordinator_v1_coordinator, 48);
+
+/**
  * Endpoint names the OpenAI-compatible API a raw JSON body is written for.
  * It decides how each worker leg is shaped and which worker path it hits.
  *
@@ -1465,6 +1871,98 @@ export const CoordinatorService: GenService<{
     methodKind: "unary";
     input: typeof ListInputItemsRequestSchema;
     output: typeof ListInputItemsResponseSchema;
+  },
+  /**
+   * CreateConversation creates an OpenAI conversation (Conversations API)
+   * in the response store, with the body's optional "items" (at most 20)
+   * and "metadata", and answers its object {"id":"conv_...","object":
+   * "conversation","created_at","metadata"}. The conversation belongs to
+   * the call's tenant (responses.tenant_header); "conversation" on a
+   * /v1/responses request continues it. UNAVAILABLE (503) when the store
+   * does not answer.
+   *
+   * @generated from rpc coordinator.v1.CoordinatorService.CreateConversation
+   */
+  createConversation: {
+    methodKind: "unary";
+    input: typeof CreateConversationRequestSchema;
+    output: typeof CreateConversationResponseSchema;
+  },
+  /**
+   * GetConversation answers a conversation's object. NOT_FOUND (404) for
+   * an id that is unknown, expired, deleted or another tenant's, alike.
+   *
+   * @generated from rpc coordinator.v1.CoordinatorService.GetConversation
+   */
+  getConversation: {
+    methodKind: "unary";
+    input: typeof GetConversationRequestSchema;
+    output: typeof GetConversationResponseSchema;
+  },
+  /**
+   * UpdateConversation replaces a conversation's metadata (the body's
+   * "metadata", required) and answers its object.
+   *
+   * @generated from rpc coordinator.v1.CoordinatorService.UpdateConversation
+   */
+  updateConversation: {
+    methodKind: "unary";
+    input: typeof UpdateConversationRequestSchema;
+    output: typeof UpdateConversationResponseSchema;
+  },
+  /**
+   * DeleteConversation deletes a conversation and its items: OpenAI's
+   * {"id","object":"conversation.deleted","deleted":true}.
+   *
+   * @generated from rpc coordinator.v1.CoordinatorService.DeleteConversation
+   */
+  deleteConversation: {
+    methodKind: "unary";
+    input: typeof DeleteConversationRequestSchema;
+    output: typeof DeleteConversationResponseSchema;
+  },
+  /**
+   * ListConversationItems lists a conversation's items, paged as
+   * ListInputItems pages a response's.
+   *
+   * @generated from rpc coordinator.v1.CoordinatorService.ListConversationItems
+   */
+  listConversationItems: {
+    methodKind: "unary";
+    input: typeof ListConversationItemsRequestSchema;
+    output: typeof ListConversationItemsResponseSchema;
+  },
+  /**
+   * CreateConversationItems appends the body's "items" (1..20) to a
+   * conversation and answers the list of the items added, with their ids.
+   *
+   * @generated from rpc coordinator.v1.CoordinatorService.CreateConversationItems
+   */
+  createConversationItems: {
+    methodKind: "unary";
+    input: typeof CreateConversationItemsRequestSchema;
+    output: typeof CreateConversationItemsResponseSchema;
+  },
+  /**
+   * GetConversationItem answers one item of a conversation, with its id.
+   *
+   * @generated from rpc coordinator.v1.CoordinatorService.GetConversationItem
+   */
+  getConversationItem: {
+    methodKind: "unary";
+    input: typeof GetConversationItemRequestSchema;
+    output: typeof GetConversationItemResponseSchema;
+  },
+  /**
+   * DeleteConversationItem removes one item of a conversation and answers
+   * the conversation's object.
+   *
+   * @generated from rpc coordinator.v1.CoordinatorService.DeleteConversationItem
+   */
+  deleteConversationItem: {
+    methodKind: "unary";
+    input: typeof DeleteConversationItemRequestSchema;
+    output: typeof DeleteConversationItemResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_coordinator_v1_coordinator, 0);
