@@ -184,7 +184,7 @@ func grpcTenant(t *testing.T, tenant string) context.Context {
 }
 
 // TestStoredResponsesInRedis: two coordinators sharing one Redis continue
-// each other's conversations; with Redis gone a request that needs the
+// each other's conversations, a restarted one keeps them; with Redis gone a request that needs the
 // store gets 503 before any leg while a stateless one is served; Redis
 // back, the same coordinators store again without a restart.
 func TestStoredResponsesInRedis(t *testing.T) {
@@ -203,6 +203,21 @@ func TestStoredResponsesInRedis(t *testing.T) {
 	legs := decodeBodies(s)
 	require.Len(t, legs, 2)
 	assert.Contains(t, legs[1], "Turn one through the first coordinator.", "the second coordinator rebuilt the first's conversation")
+
+	// A restart keeps the history: the first coordinator stops, a new one
+	// on the same Redis retrieves turn 1 and continues from it.
+	ctx, cancel := context.WithTimeout(context.Background(), first.app.StopTimeout())
+	require.NoError(t, first.app.Stop(ctx))
+	cancel()
+	first = startStack(t, gw, render, yaml)
+	code, raw = send(t, first, http.MethodGet, "/v1/responses/"+a1.ID, "", "")
+	require.Equal(t, http.StatusOK, code, raw)
+	assert.Contains(t, raw, `"id":"`+a1.ID+`"`)
+	code, raw = send(t, first, http.MethodPost, "/v1/responses", turnHead+`[`+user2+`],"previous_response_id":"`+a1.ID+`"}`, "")
+	require.Equal(t, http.StatusOK, code, raw)
+	legs = decodeBodies(s)
+	require.Len(t, legs, 3)
+	assert.Equal(t, legs[1], legs[2], "the restarted coordinator rebuilt the same conversation, byte for byte")
 
 	rd.Stop()
 	before := len(decodeBodies(s))
