@@ -69,6 +69,11 @@ type Coordinator struct {
 	// responses keeps the stored Responses (responses.store); nil: off,
 	// the coordinator is stateless.
 	responses *responses.Store
+	// admission and its hold, with the control plane on: a request a
+	// pause aborted waits for the resume and is continued
+	// (continuation.go). nil: never.
+	admission *admission.Controller
+	hold      *admission.Hold
 }
 
 // NewCoordinator builds the service for cfg's body size cap and trust of

@@ -9,20 +9,36 @@ import (
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/service/tokens"
+	"github.com/coordinator-project/coordinator/steps"
 )
 
 // generateTokens serves a tokens input of Generate: the request becomes a
 // vLLM /inference/v1/generate body and runs through the pipeline like a REST
 // request to that path; the decode worker's answer becomes a TokensResponse.
+// An answer a fleet pause aborted is continued once the fleet resumes
+// (continuation.go).
 func (c *Coordinator) generateTokens(ctx context.Context, id, legID string, in *coordinatorv1.TokensRequest) (*coordinatorv1.GenerateResponse, error) {
-	rc := tokens.NewRequestContext(ctx, id, legID, in, false)
-	c.routeLegs(ctx, rc)
-	sink := tokens.NewUnarySink(in, c.versionCheck(ctx, rc))
-	rc.Sink = sink
-	if err := c.run(ctx, rc, "Generate"); err != nil {
+	cont, err := c.continuation(ctx, id, in)
+	if err != nil {
 		return nil, err
 	}
-	answer := sink.Answer()
+	var answer *coordinatorv1.TokensResponse
+	err = c.runTokens(ctx, id, legID, in, false, cont, func(req *coordinatorv1.TokensRequest, rc *steps.RequestContext) error {
+		sink := tokens.NewUnarySink(req, c.versionCheck(ctx, rc))
+		rc.Sink = sink
+		if err := c.run(ctx, rc, "Generate"); err != nil {
+			return err
+		}
+		answer = sink.Answer()
+		if answer != nil && cont != nil {
+			cont.Answer(answer)
+			answer = cont.Result()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	if answer == nil {
 		return nil, status.Errorf(codes.Internal, "the pipeline gave no answer (request_id: %s)", id)
 	}
@@ -36,8 +52,15 @@ func (c *Coordinator) generateTokens(ctx context.Context, id, legID string, in *
 // generateTokens, with the worker's stream sent on as TokensChunk messages.
 func (c *Coordinator) generateTokensStream(id, legID string, in *coordinatorv1.TokensRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
 	ctx := stream.Context()
-	rc := tokens.NewRequestContext(ctx, id, legID, in, true)
-	c.routeLegs(ctx, rc)
-	rc.Sink = tokens.NewStreamSink(stream, c.versionCheck(ctx, rc))
-	return c.run(ctx, rc, "GenerateStream")
+	cont, err := c.continuation(ctx, id, in)
+	if err != nil {
+		return err
+	}
+	if cont != nil {
+		stream = cont.Stream(stream)
+	}
+	return c.runTokens(ctx, id, legID, in, true, cont, func(_ *coordinatorv1.TokensRequest, rc *steps.RequestContext) error {
+		rc.Sink = tokens.NewStreamSink(stream, c.versionCheck(ctx, rc))
+		return c.run(ctx, rc, "GenerateStream")
+	})
 }

@@ -51,10 +51,14 @@ var Module = fx.Module("service",
 )
 
 // newCoordinator is NewCoordinator serving the stored Responses of rs (nil:
-// responses.store.backend off).
-func newCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg config.Config, inFlight *legids.Registry, rs *responses.Store) *Coordinator {
+// responses.store.backend off) and, with the control plane on, continuing
+// the tokens requests a pause of adm's hold aborts.
+func newCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg config.Config, inFlight *legids.Registry, rs *responses.Store, adm *admission.Controller) *Coordinator {
 	c := NewCoordinator(p, m, log, cfg, inFlight)
 	c.responses = rs
+	if cfg.Control.Enabled() {
+		c.admission, c.hold = adm, adm.Hold()
+	}
 	return c
 }
 

@@ -18,8 +18,12 @@ type generation struct {
 	tokens  int // per choice
 	n       int
 	finish  string
-	// prompt seeds the generate token IDs and logprobs.
+	// prompt is the request's token IDs; seed and done are the earlier
+	// prompt and the output it continues (continuationOf), which seed the
+	// generate token IDs and logprobs (seed is prompt and done 0 otherwise).
 	prompt       []uint32
+	seed         []uint32
+	done         int
 	promptTokens int
 	stream       bool
 	includeUsage bool
@@ -89,6 +93,10 @@ func (s *Sim) newGeneration(call legCall, req *workerRequest, model string) *gen
 		_ = json.Unmarshal(req.StreamOptions, &so)
 		g.includeUsage = so.IncludeUsage
 	}
+	g.seed = g.prompt
+	if req.format == formatGenerate {
+		g.seed, g.done = continuationOf(g.prompt)
+	}
 	g.id = s.responseID(req, call.requestID)
 	return g
 }
@@ -122,7 +130,7 @@ func (s *Sim) responseID(req *workerRequest, headerID string) string {
 // word is the token at position i of choice c.
 func (g *generation) word(c, i int) sentenceToken {
 	if g.format == formatGenerate {
-		return wordAt(completionStart(g.prompt, c) + i)
+		return wordAt(completionStart(g.seed, c) + g.done + i)
 	}
 	return wordAt(i)
 }
@@ -310,7 +318,7 @@ func (g *generation) response() any {
 	r := generateResponse{RequestID: g.id, Choices: make([]generateChoice, g.n), Usage: g.usage(),
 		PromptLogprobs: promptLogprobs, KVTransferParams: g.kv, ECTransferParams: null}
 	for c := range r.Choices {
-		ch := generateChoice{Index: c, FinishReason: &g.finish, TokenIDs: CompletionTokens(g.prompt, g.tokens, c),
+		ch := generateChoice{Index: c, FinishReason: &g.finish, TokenIDs: CompletionTokens(g.seed, g.done+g.tokens, c)[g.done:],
 			WeightVersions: g.weightVersions()}
 		if g.logprobs >= 0 {
 			ch.Logprobs = &chatLogprobs{Content: make([]chatLogprob, g.tokens)}
@@ -325,10 +333,10 @@ func (g *generation) response() any {
 
 // logprob is the logprobs entry of token i of choice c.
 func (g *generation) logprob(c, i int) chatLogprob {
-	top := TopLogprobs(g.prompt, c, i, g.logprobs)
+	top := TopLogprobs(g.seed, c, g.done+i, g.logprobs)
 	e := chatLogprob{
 		Token:       tokenIDString(g.word(c, i).id),
-		Logprob:     TokenLogprob(g.prompt, c, i),
+		Logprob:     TokenLogprob(g.seed, c, g.done+i),
 		TopLogprobs: make([]topLogprob, len(top)),
 	}
 	for k, t := range top {

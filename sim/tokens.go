@@ -128,22 +128,33 @@ func containsToken(l []Logprob, id uint32) bool {
 // promptHash is FNV-1a over the prompt and the extra values, finished with a
 // splitmix64 step so every bit depends on every input.
 func promptHash(prompt []uint32, extra ...uint64) uint64 {
-	const (
-		offset = 14695981039346656037
-		prime  = 1099511628211
-	)
-	h := uint64(offset)
-	var buf [8]byte
-	for _, id := range prompt {
-		binary.LittleEndian.PutUint32(buf[:4], id)
-		for _, b := range buf[:4] {
-			h = (h ^ uint64(b)) * prime
+	return finishHash(fnvIDs(fnvOffset, prompt), extra...)
+}
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// fnvIDs goes on with the FNV-1a state h over ids.
+func fnvIDs(h uint64, ids []uint32) uint64 {
+	var buf [4]byte
+	for _, id := range ids {
+		binary.LittleEndian.PutUint32(buf[:], id)
+		for _, b := range buf {
+			h = (h ^ uint64(b)) * fnvPrime
 		}
 	}
+	return h
+}
+
+// finishHash hashes the extra values into the FNV-1a state h and mixes it.
+func finishHash(h uint64, extra ...uint64) uint64 {
+	var buf [8]byte
 	for _, x := range extra {
 		binary.LittleEndian.PutUint64(buf[:], x)
 		for _, b := range buf {
-			h = (h ^ uint64(b)) * prime
+			h = (h ^ uint64(b)) * fnvPrime
 		}
 	}
 	h ^= h >> 30
@@ -152,4 +163,56 @@ func promptHash(prompt []uint32, extra ...uint64) uint64 {
 	h *= 0x94d049bb133111eb
 	h ^= h >> 31
 	return h
+}
+
+// maxContinuation bounds the output a continuation may carry, so finding
+// one costs at most that many checks whatever the prompt.
+const maxContinuation = 1 << 14
+
+// continuationOf reads a tokens-in prompt as a model reads its own output
+// given back: when the prompt is an earlier prompt followed by the first
+// done tokens generated for it (choice 0), as a client continuing an
+// aborted request sends, the generation goes on from there. It returns
+// that earlier prompt and done (the longest such output), or the prompt
+// and 0.
+func continuationOf(prompt []uint32) ([]uint32, int) {
+	n := len(prompt)
+	from := n
+	for from > 1 && n-from < maxContinuation && isSentenceToken(prompt[from-1]) {
+		from--
+	}
+	if from == n {
+		return prompt, 0
+	}
+	h := fnvIDs(fnvOffset, prompt[:from])
+	for k := from; k < n; k++ {
+		if continues(prompt[k:], int(finishHash(h, 0, 0)%uint64(len(sentenceTokens)))) {
+			return prompt[:k], n - k
+		}
+		h = fnvIDs(h, prompt[k:k+1])
+	}
+	return prompt, 0
+}
+
+// continues reports whether ids are the output that starts at start.
+func continues(ids []uint32, start int) bool {
+	for i, id := range ids {
+		if wordAt(start+i).id != id {
+			return false
+		}
+	}
+	return true
+}
+
+// isSentenceToken reports whether id is one of [Sentence]'s tokens.
+func isSentenceToken(id uint32) bool {
+	if id == againToken.id {
+		return true
+	}
+	for _, t := range sentenceTokens {
+		if t.id == id {
+			return true
+		}
+	}
+	return false
 }

@@ -92,3 +92,23 @@ func TestTopLogprobs(t *testing.T) {
 	}
 	assert.Empty(t, TopLogprobs(prompt, 0, 0, 0))
 }
+
+// TestContinuationOf: a prompt followed by some of its own output is read
+// as that prompt continued, so a continued generation goes on with the
+// same tokens; a prompt without its output is not.
+func TestContinuationOf(t *testing.T) {
+	t.Parallel()
+	prompt := []uint32{101, 7, 8, 9}
+	full := CompletionTokens(prompt, 40, 0)
+	for _, done := range []int{1, 13, 39} {
+		earlier, got := continuationOf(append(append([]uint32{}, prompt...), full[:done]...))
+		assert.Equal(t, prompt, earlier, "done %d", done)
+		assert.Equal(t, done, got)
+	}
+	earlier, done := continuationOf(prompt)
+	assert.Equal(t, prompt, earlier)
+	assert.Zero(t, done)
+	other := append(append([]uint32{}, prompt...), full[1:5]...) // not its first tokens
+	_, done = continuationOf(other)
+	assert.Zero(t, done)
+}

@@ -247,33 +247,6 @@ func TestRLStepKeepsEveryRollout(t *testing.T) {
 	}
 }
 
-// TestPauseAbortEndsTheRolloutsInFlight: pause (abort) ends every rollout
-// in flight with finish_reason abort and the tokens generated so far.
-func TestPauseAbortEndsTheRolloutsInFlight(t *testing.T) {
-	t.Parallel()
-	const rollouts, maxTokens = 8, 400
-	r := startRLStack(t, sim.Options{Engines: sim.EngineCounts{Decode: 2}, TokenDelay: 20 * time.Millisecond})
-	ctx := t.Context()
-	inFlight := r.startRollouts("abort", rollouts, maxTokens)
-	for _, e := range r.engines("decode") {
-		require.NoError(t, e.WaitInFlight(waitCtx(t), rollouts/2))
-	}
-	_, err := r.control.Pause(ctx, &coordinatorv1.PauseRequest{Mode: "abort"})
-	require.NoError(t, err)
-	for id, ro := range collect(t, inFlight, rollouts) {
-		require.NoError(t, ro.err, id)
-		require.Len(t, ro.views, 1, id)
-		v := ro.views[0]
-		assert.Equal(t, coordinatorv1.FinishReason_FINISH_REASON_ABORT, v.Finish, id)
-		assert.Less(t, len(v.IDs), maxTokens, id)
-		if len(v.IDs) > 0 { // an abort may come before the first token
-			assert.Equal(t, sim.CompletionTokens(ro.prompt, maxTokens, 0)[:len(v.IDs)], v.IDs, "%s: the partial tokens", id)
-		}
-	}
-	_, err = r.control.Resume(ctx, &coordinatorv1.ResumeRequest{})
-	require.NoError(t, err)
-}
-
 // TestAKilledEngineFailsThePauseAndNothingHangs: an engine killed before a
 // pause fails the call, named, within its timeout; the others' state is
 // reported; the resume opens the door again.

@@ -243,7 +243,7 @@ func MetadataKey(name string) (string, bool) {
 		return userAgentKey, true
 	case k == "authorization" || k == userAgentKey:
 		return "", false
-	case Forwardable(k) || routing(k):
+	case Forwardable(k) || routing(k) || k == ContinueOnPause:
 		return k, true
 	}
 	return "", false

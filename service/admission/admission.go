@@ -202,6 +202,13 @@ func (a *Controller) signalIdle() {
 // plane.
 func (a *Controller) Hold() *Hold { return a.hold }
 
+// AwaitResume waits, as a new call would, until the fleet paused through
+// the control plane resumes (at once when it is not paused); its errors
+// are the Hold's.
+func (a *Controller) AwaitResume(ctx context.Context) error {
+	return a.hold.Wait(ctx, a.shuttingDown.Err())
+}
+
 // InFlight reports the calls admitted and not yet released, and the
 // streams among them.
 func (a *Controller) InFlight() (requests, streams int) {

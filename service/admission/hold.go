@@ -41,6 +41,8 @@ type Hold struct {
 
 	closed  atomic.Bool
 	waiting atomic.Int64
+	// pauses counts the Closes that started a pause.
+	pauses atomic.Uint64
 
 	mu     sync.Mutex
 	opened chan struct{} // closed by Open; replaced by Close
@@ -75,6 +77,7 @@ func (h *Hold) Close() {
 	defer h.mu.Unlock()
 	if !h.closed.Load() {
 		h.opened = make(chan struct{})
+		h.pauses.Add(1)
 		h.closed.Store(true)
 	}
 }
@@ -94,6 +97,14 @@ func (h *Hold) Open() int {
 
 // Closed reports whether new requests are held.
 func (h *Hold) Closed() bool { return h.closed.Load() }
+
+// Pauses is how many pauses have begun: a request that read it before a
+// leg and reads another after it ran into a pause, ended or not.
+func (h *Hold) Pauses() uint64 { return h.pauses.Load() }
+
+// PausedSince reports whether a pause is in force, or one began after
+// Pauses returned since.
+func (h *Hold) PausedSince(since uint64) bool { return h.closed.Load() || h.pauses.Load() != since }
 
 // Waiting is how many requests are held now.
 func (h *Hold) Waiting() int { return int(h.waiting.Load()) }
