@@ -74,6 +74,25 @@ func (e Engine) WaitInFlight(ctx context.Context, n int) error {
 	return e.e.await(ctx, func() bool { return len(e.e.flights) == n })
 }
 
+// maxWatchedSteps is the most steps WaitStarted can wait for: later steps
+// wake no waiter.
+const maxWatchedSteps = 8
+
+// WaitStarted waits until n of the engine's requests in flight have
+// started at least k (at most maxWatchedSteps) tokens each.
+func (e Engine) WaitStarted(ctx context.Context, n, k int) error {
+	k = min(k, maxWatchedSteps)
+	return e.e.await(ctx, func() bool {
+		started := 0
+		for f := range e.e.flights {
+			if f.steps >= k {
+				started++
+			}
+		}
+		return started >= n
+	})
+}
+
 // WaitFrozen waits until exactly n requests in flight are frozen by a
 // keep pause or ctx ends.
 func (e Engine) WaitFrozen(ctx context.Context, n int) error {
@@ -119,6 +138,7 @@ type flight struct {
 	// ids are the request's ids: x-request-id and the body's request_id.
 	ids     []string
 	aborted bool // under engine.mu
+	steps   int  // the tokens started, under engine.mu
 }
 
 func newEngine(rl role, index, worldSize int) *engine {
@@ -239,6 +259,10 @@ func (e *engine) step(ctx context.Context, f *flight) (string, error) {
 		case f.aborted:
 			return "", errAborted
 		case !e.frozenLocked():
+			f.steps++
+			if f.steps <= maxWatchedSteps {
+				e.broadcast()
+			}
 			return e.version, nil
 		}
 		if !frozen {

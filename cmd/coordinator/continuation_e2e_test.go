@@ -213,3 +213,111 @@ func TestPauseAbortEndsTheRolloutsThatOptedOut(t *testing.T) {
 	assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
 	assert.ErrorContains(t, err, `x-coordinator-continue-on-pause must be true or false, not "maybe"`)
 }
+
+// TestAUnaryRolloutIsContinued: Generate (one answer) across a pause
+// (abort): the answer is the uninterrupted one, its versions v1 then v2.
+func TestAUnaryRolloutIsContinued(t *testing.T) {
+	t.Parallel()
+	const rollouts, maxTokens = 4, 60
+	r := startRLStack(t, sim.Options{Engines: sim.EngineCounts{Decode: 2}, TokenDelay: 20 * time.Millisecond})
+	ctx := t.Context()
+	out := make(chan continued, rollouts)
+	for i := range rollouts {
+		go func() {
+			ro := continued{id: fmt.Sprintf("unary-%d", i), prompt: []uint32{uint32(500 + i), 11, 12}}
+			resp, err := r.gen.Generate(context.Background(), &coordinatorv1.GenerateRequest{RequestId: ro.id,
+				Input: &coordinatorv1.GenerateRequest_Tokens{Tokens: tokensRequest(ro.prompt, maxTokens)}})
+			ro.err = err
+			if err == nil {
+				var views []choiceView
+				views, ro.err = viewOf(resp.GetTokens().GetChoices(), nil, false)
+				if len(views) == 1 {
+					ro.view, ro.spans = views[0], spansOf(resp.GetTokens().GetChoices()[0])
+				}
+				ro.usage, ro.usages = resp.GetTokens().GetUsage(), 1
+			}
+			out <- ro
+		}()
+	}
+	for _, e := range r.engines("decode") { // each has v1 tokens
+		require.NoError(t, e.WaitStarted(waitCtx(t), rollouts/2, 3))
+	}
+	_, err := r.control.Pause(ctx, &coordinatorv1.PauseRequest{Mode: "abort"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		l, err := r.control.ListWorkers(ctx, &coordinatorv1.ListWorkersRequest{})
+		return err == nil && l.GetHeldRequests() == rollouts
+	}, time.Minute, 5*time.Millisecond)
+	_, err = r.control.SetWeightVersion(ctx, &coordinatorv1.SetWeightVersionRequest{Version: "v2"})
+	require.NoError(t, err)
+	_, err = r.control.Resume(ctx, &coordinatorv1.ResumeRequest{})
+	require.NoError(t, err)
+	for _, ro := range collectContinued(t, out, rollouts) {
+		assertUninterrupted(t, ro, maxTokens)
+	}
+}
+
+// TestAContinuationWaitIsBoundedAndCancellable: a rollout waiting for the
+// resume whose client leaves frees its place at once (goleak checks the
+// package's goroutines at its end); one whose resume never comes ends at
+// control.hold.max_wait with UNAVAILABLE saying what became of it.
+func TestAContinuationWaitIsBoundedAndCancellable(t *testing.T) {
+	t.Parallel()
+	r := startRLStackHolding(t, sim.Options{Engines: sim.EngineCounts{Decode: 1}, TokenDelay: 20 * time.Millisecond}, "2s")
+	ctx := t.Context()
+	leaving, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type outcome struct {
+		tokens int
+		err    error
+	}
+	outs := make(chan outcome, 2)
+	started := make(chan struct{}, 2)
+	for _, c := range []context.Context{leaving, context.Background()} {
+		go func() {
+			stream, err := r.gen.GenerateStream(c, &coordinatorv1.GenerateStreamRequest{
+				Input: &coordinatorv1.GenerateStreamRequest_Tokens{Tokens: tokensRequest([]uint32{9, 9}, 400)}})
+			n := 0
+			for err == nil {
+				var msg *coordinatorv1.GenerateStreamResponse
+				if msg, err = stream.Recv(); err == nil {
+					if n == 0 {
+						started <- struct{}{}
+					}
+					n += len(msg.GetTokens().GetChoices()[0].GetTokenIds())
+				}
+			}
+			outs <- outcome{n, err}
+		}()
+	}
+	<-started
+	<-started
+	_, err := r.control.Pause(ctx, &coordinatorv1.PauseRequest{Mode: "abort"})
+	require.NoError(t, err)
+	held := func(n uint32) func() bool {
+		return func() bool {
+			l, err := r.control.ListWorkers(ctx, &coordinatorv1.ListWorkersRequest{})
+			return err == nil && l.GetHeldRequests() == n
+		}
+	}
+	require.Eventually(t, held(2), time.Minute, 5*time.Millisecond)
+	cancel()
+	require.Eventually(t, held(1), time.Minute, 5*time.Millisecond, "the client that left has no place in the hold")
+	for range 2 {
+		o := <-outs
+		if status.Code(o.err) == codes.Canceled {
+			continue
+		}
+		assert.Equal(t, codes.Unavailable, status.Code(o.err), "%v", o.err)
+		assert.ErrorContains(t, o.err, fmt.Sprintf("a fleet pause stopped this request after %d tokens and it could not be continued: the inference fleet is paused for a weight update and did not resume within control.hold.max_wait (2s)", o.tokens))
+	}
+	decode := 0
+	for _, l := range r.sim.Legs() {
+		if l.Profile == "decode" {
+			decode++
+		}
+	}
+	assert.Equal(t, 2, decode, "no continuation ran")
+	_, err = r.control.Resume(ctx, &coordinatorv1.ResumeRequest{})
+	require.NoError(t, err)
+}
