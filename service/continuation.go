@@ -30,9 +30,9 @@ import (
 // needs a pause of the fleet while it runs.
 const maxContinuations = 8
 
-// continued is a tokens request the coordinator continues across pauses.
-type continued struct {
-	*tokens.Continuation
+// pauseWatch says whether a run's abort came from a pause of the fleet;
+// one per continued request, tokens or REST generate.
+type pauseWatch struct {
 	hold *admission.Hold
 	// since is the hold's Pauses when the current run started; runs counts
 	// the runs after the first.
@@ -42,8 +42,35 @@ type continued struct {
 
 // continues reports whether the current run's abort came from a pause:
 // one was in force, or began, since the run started.
-func (r *continued) continues() bool {
-	return r.runs < maxContinuations && r.hold.PausedSince(r.since)
+func (w *pauseWatch) continues() bool {
+	return w.runs < maxContinuations && w.hold.PausedSince(w.since)
+}
+
+// resumable is a request's answer carried across pauses: whether the last
+// run's abort was held back, and how many tokens the answer has so far.
+type resumable interface {
+	Aborted() bool
+	Generated() int
+}
+
+// continued is a tokens request the coordinator continues across pauses.
+type continued struct {
+	*tokens.Continuation
+	pauseWatch
+}
+
+// continueOnPause reads the client's opt-out (headers.ContinueOnPause) from
+// the call metadata: false when the client sent "false".
+func continueOnPause(ctx context.Context, id string) (bool, error) {
+	var v string
+	if vs := metadata.ValueFromIncomingContext(ctx, headers.ContinueOnPause); len(vs) > 0 {
+		v = vs[0]
+	}
+	on, err := headers.ParseContinueOnPause(v)
+	if err != nil {
+		return false, status.Errorf(codes.InvalidArgument, "%v (request_id: %s)", err, id)
+	}
+	return on, nil
 }
 
 // continuation is how a tokens request is continued across a pause: the
@@ -51,18 +78,14 @@ func (r *continued) continues() bool {
 // (headers.ContinueOnPause "false"). nil: an abort reaches the client as
 // the worker sent it.
 func (c *Coordinator) continuation(ctx context.Context, id string, in *coordinatorv1.TokensRequest) (*continued, error) {
-	var v string
-	if vs := metadata.ValueFromIncomingContext(ctx, headers.ContinueOnPause); len(vs) > 0 {
-		v = vs[0]
-	}
-	on, err := headers.ParseContinueOnPause(v)
+	on, err := continueOnPause(ctx, id)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "%v (request_id: %s)", err, id)
+		return nil, err
 	}
 	if !on || c.hold == nil || !tokens.Continuable(in) {
 		return nil, nil
 	}
-	r := &continued{hold: c.hold}
+	r := &continued{pauseWatch: pauseWatch{hold: c.hold}}
 	r.Continuation = tokens.NewContinuation(in, r.continues)
 	return r, nil
 }
@@ -70,34 +93,52 @@ func (c *Coordinator) continuation(ctx context.Context, id string, in *coordinat
 // runTokens runs a tokens request: run sends one pass of it through the
 // pipeline (in, then each continuation's request, with its request
 // context). With cont, after a run whose abort cont held back, the request
-// waits for the resume and runs again, its legs under a new leg id of the
-// request (a KV hand-off is never named twice).
+// waits for the resume and runs again (runContinued).
 func (c *Coordinator) runTokens(ctx context.Context, id, legID string, in *coordinatorv1.TokensRequest, stream bool, cont *continued,
 	run func(*coordinatorv1.TokensRequest, *steps.RequestContext) error) error {
-	req, leg := in, legID
-	for {
+	pass := func(req *coordinatorv1.TokensRequest, leg string) error {
 		rc := tokens.NewRequestContext(ctx, id, leg, req, stream)
 		c.routeLegs(ctx, rc)
-		if cont == nil {
-			return run(req, rc)
+		return run(req, rc)
+	}
+	if cont == nil {
+		return pass(in, legID)
+	}
+	return c.runContinued(ctx, id, legID, &cont.pauseWatch, cont, func(leg string) error {
+		req := in
+		if cont.runs > 0 {
+			req = cont.Next()
 		}
-		cont.since = cont.hold.Pauses()
-		if err := run(req, rc); err != nil || !cont.Aborted() {
+		return pass(req, leg)
+	})
+}
+
+// runContinued runs a request that is continued across pauses: run sends
+// one pass of it through the pipeline under leg (w.runs says which pass).
+// After a pass whose abort answer held back, the request waits for the
+// resume and runs again, its legs under a new leg id of the request (a KV
+// hand-off is never named twice), registered in flight for the control
+// plane's abort by id.
+func (c *Coordinator) runContinued(ctx context.Context, id, legID string, w *pauseWatch, answer resumable, run func(leg string) error) error {
+	leg := legID
+	for {
+		w.since = w.hold.Pauses()
+		if err := run(leg); err != nil || !answer.Aborted() {
 			return err
 		}
-		if err := c.awaitResume(ctx, id, cont); err != nil {
+		if err := c.awaitResume(ctx, id, answer.Generated()); err != nil {
 			return err
 		}
-		cont.runs++
-		req, leg = cont.Next(), headers.LegRequestID(id)
+		w.runs++
+		leg = headers.LegRequestID(id)
 		defer c.inFlight.Add(id, leg)()
 	}
 }
 
 // awaitResume waits for the fleet to resume, as a new request would; past
 // control.hold's bounds the answer ends with the hold's UNAVAILABLE, its
-// message saying what became of the request.
-func (c *Coordinator) awaitResume(ctx context.Context, id string, cont *continued) error {
+// message saying what became of the request (generated tokens so far).
+func (c *Coordinator) awaitResume(ctx context.Context, id string, generated int) error {
 	err := c.admission.AwaitResume(ctx)
 	if err == nil {
 		return nil
@@ -107,6 +148,6 @@ func (c *Coordinator) awaitResume(ctx context.Context, id string, cont *continue
 		return err
 	}
 	p := st.Proto()
-	p.Message = fmt.Sprintf("a fleet pause stopped this request after %d tokens and it could not be continued: %s (request_id: %s)", cont.Generated(), p.GetMessage(), id)
+	p.Message = fmt.Sprintf("a fleet pause stopped this request after %d tokens and it could not be continued: %s (request_id: %s)", generated, p.GetMessage(), id)
 	return status.ErrorProto(p)
 }

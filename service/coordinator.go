@@ -74,6 +74,9 @@ type Coordinator struct {
 	// (continuation.go). nil: never.
 	admission *admission.Controller
 	hold      *admission.Hold
+	// maxAnswer bounds the output a continued request keeps
+	// (gateway.max_answer_size).
+	maxAnswer int64
 }
 
 // NewCoordinator builds the service for cfg's body size cap and trust of
@@ -83,7 +86,7 @@ func NewCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg
 		trustTransfer: cfg.Server.TrustClientTransferParams, clientIDOnLegs: cfg.Server.ClientRequestIDOnLegs,
 		trusted: headers.NewTrusted(cfg.Server.TrustedRoutingHeaders...), inFlight: inFlight,
 		dpSize: cfg.Pipeline.DPSize, sessionHeader: cmp.Or(cfg.Pipeline.SessionHeader, headers.SessionID),
-		versionPolicy: cmp.Or(cfg.Pipeline.VersionPolicy, config.VersionPolicyAny)}
+		versionPolicy: cmp.Or(cfg.Pipeline.VersionPolicy, config.VersionPolicyAny), maxAnswer: cfg.Gateway.MaxAnswerBytes()}
 }
 
 // requestContext is newRequestContext for a body within
@@ -140,6 +143,12 @@ func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateR
 	if rc.Stream {
 		return nil, status.Errorf(codes.InvalidArgument, `"stream": true needs GenerateStream (request_id: %s)`, id)
 	}
+	if cont, err := c.generateContinuation(ctx, id, rc); err != nil || cont != nil {
+		if err != nil {
+			return nil, err
+		}
+		return c.generateContinued(ctx, id, legID, rc, cont)
+	}
 	sink := &unarySink{}
 	rc.Sink = turn.Sink(sink)
 	err = c.run(ctx, rc, "Generate")
@@ -176,6 +185,12 @@ func (c *Coordinator) GenerateStream(req *coordinatorv1.GenerateStreamRequest, s
 	}
 	if !rc.Stream {
 		return status.Errorf(codes.InvalidArgument, `GenerateStream needs "stream": true in the body (request_id: %s)`, id)
+	}
+	if cont, err := c.generateContinuation(ctx, id, rc); err != nil || cont != nil {
+		if err != nil {
+			return err
+		}
+		return c.generateStreamContinued(ctx, id, legID, rc, cont, stream)
 	}
 	rc.Sink = turn.Sink(newStreamSink(stream))
 	err = c.run(ctx, rc, "GenerateStream")
