@@ -35,11 +35,11 @@ type continuedGenerate struct {
 // nil: an abort reaches the client as the worker sent it. Call it before
 // the first run: it keeps rc's document as the run gets it.
 func (c *Coordinator) generateContinuation(ctx context.Context, id string, rc *steps.RequestContext) (*continuedGenerate, error) {
-	if rc.Format != legs.FormatGenerate || c.hold == nil {
+	if rc.Format != legs.FormatGenerate {
 		return nil, nil
 	}
-	on, err := continueOnPause(ctx, id)
-	if err != nil || !on || !tokens.GenerateContinuable(rc.Doc.Root()) {
+	on, err := continueOnPause(ctx, id) // refused when malformed, as on a tokens request
+	if err != nil || !on || c.hold == nil || !tokens.GenerateContinuable(rc.Doc.Root()) {
 		return nil, err
 	}
 	r := &continuedGenerate{pauseWatch: pauseWatch{hold: c.hold}}

@@ -342,3 +342,37 @@ func TestARESTGenerateOptedOutKeepsTheAbort(t *testing.T) {
 	_, err = r.control.Resume(t.Context(), &coordinatorv1.ResumeRequest{})
 	require.NoError(t, err)
 }
+
+// TestARESTGenerateContinuationWaitIsBounded: REST rollouts a pause
+// (abort) stopped whose resume never comes end at control.hold.max_wait:
+// the unary one with 503, the streamed one with an error event after its
+// tokens, each saying what became of it; a malformed opt-out is refused.
+func TestARESTGenerateContinuationWaitIsBounded(t *testing.T) {
+	t.Parallel()
+	const rollouts = 2
+	r := startRLStackHolding(t, sim.Options{Engines: sim.EngineCounts{Decode: 1}, TokenDelay: 20 * time.Millisecond}, "2s")
+	out := r.startGenerates("rest-wait", rollouts, 400, nil)
+	require.NoError(t, r.engines("decode")[0].WaitStarted(waitCtx(t), rollouts, 3))
+	_, err := r.control.Pause(t.Context(), &coordinatorv1.PauseRequest{Mode: "abort"})
+	require.NoError(t, err)
+	const stopped = "could not be continued: the inference fleet is paused for a weight update and did not resume within control.hold.max_wait (2s)"
+	for id, ro := range collectGenerates(t, out, rollouts) {
+		last := ro.raw[len(ro.raw)-1]
+		if !ro.stream {
+			assert.Equal(t, http.StatusServiceUnavailable, ro.status, "%s: %s", id, last)
+			assert.Contains(t, last, "a fleet pause stopped this request after", id)
+			assert.Contains(t, last, stopped, id)
+			continue
+		}
+		assert.Equal(t, http.StatusOK, ro.status, id)
+		assert.NotEmpty(t, ro.tokens, "%s: the tokens before the pause went out", id)
+		assert.Contains(t, last, fmt.Sprintf("a fleet pause stopped this request after %d tokens and it %s", len(ro.tokens), stopped), id)
+		assert.Empty(t, ro.finishes, "%s: no abort reached the client", id)
+	}
+	_, err = r.control.Resume(t.Context(), &coordinatorv1.ResumeRequest{})
+	require.NoError(t, err)
+
+	resp := r.st.post(t, "/inference/v1/generate", generateBody([]uint32{1, 2}, 2, false), http.Header{"X-Coordinator-Continue-On-Pause": {"maybe"}})
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, readAll(t, resp.Body), `x-coordinator-continue-on-pause must be true or false, not \"maybe\"`)
+}

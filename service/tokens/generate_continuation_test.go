@@ -145,3 +145,20 @@ func TestGenerateContinuable(t *testing.T) {
 		assert.Equal(t, want, GenerateContinuable(doc.Root()), body)
 	}
 }
+
+// BenchmarkGenerateContinuationEvent is the cost a continued stream adds
+// to each event no pause aborted: reading its tokens.
+func BenchmarkGenerateContinuationEvent(b *testing.B) {
+	doc, err := requestbody.Parse([]byte(generateBody), legs.FormatGenerate)
+	require.NoError(b, err)
+	g := NewGenerateContinuation(doc.Root().Clone(), func() bool { return true }, 1<<40)
+	top := `{"token":"token_id:17","logprob":-1.25},{"token":"token_id:18","logprob":-2.5},{"token":"token_id:19","logprob":-3.75}`
+	event := []byte(`{"request_id":"leg-1","choices":[{"index":0,"logprobs":{"content":[{"token":"token_id:7","logprob":-0.5,"top_logprobs":[` + top + `]}]},` +
+		`"finish_reason":null,"token_ids":[7]}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := g.Event(event); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
