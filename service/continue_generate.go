@@ -51,7 +51,7 @@ func (c *Coordinator) generateContinuation(ctx context.Context, id string, rc *s
 // (runContinued): the first run with rc, each later one with a request
 // context of the continuation's body; sink is each run's sink.
 func (c *Coordinator) runGenerate(ctx context.Context, id, legID string, rc *steps.RequestContext, cont *continuedGenerate, method string, sink func() steps.Sink) error {
-	return c.runContinued(ctx, id, legID, &cont.pauseWatch, cont, func(leg string) error {
+	return c.runContinued(ctx, id, legID, &cont.pauseWatch, cont, func(runCtx context.Context, leg string) error {
 		if cont.runs > 0 {
 			var err error
 			if rc, err = c.nextGenerateContext(ctx, id, leg, cont); err != nil {
@@ -59,7 +59,7 @@ func (c *Coordinator) runGenerate(ctx context.Context, id, legID string, rc *ste
 			}
 		}
 		rc.Sink = sink()
-		return c.run(ctx, rc, method)
+		return c.run(runCtx, rc, method)
 	})
 }
 

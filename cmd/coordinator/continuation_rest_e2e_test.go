@@ -41,6 +41,7 @@ type restGenerate struct {
 	usages   int
 	done     int
 	status   int
+	header   http.Header
 	err      error
 }
 
@@ -139,7 +140,7 @@ func (r *rlStack) postGenerate(ctx context.Context, ro *restGenerate, maxTokens 
 		return
 	}
 	defer resp.Body.Close()
-	ro.status = resp.StatusCode
+	ro.status, ro.header = resp.StatusCode, resp.Header
 	if !ro.stream || resp.StatusCode != http.StatusOK {
 		body, err := io.ReadAll(resp.Body)
 		if ro.err = err; err == nil {
@@ -248,6 +249,9 @@ func assertGenerateUninterrupted(t *testing.T, ro restGenerate, maxTokens int) {
 	if ro.stream {
 		assert.Equal(t, 1, ro.done, "%s: one [DONE]", id)
 		assert.Equal(t, "[DONE]", ro.raw[len(ro.raw)-1], id)
+	}
+	for _, k := range []string{"Date", "Server-Timing", "X-Prefill-Weight-Version"} {
+		assert.Len(t, ro.header.Values(k), 1, "%s: one answer's header %s", id, k)
 	}
 }
 
