@@ -126,6 +126,7 @@ func (c *Coordinator) requestContext(ctx context.Context, id, legID string, in *
 
 // Generate implements CoordinatorServiceServer.
 func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateRequest) (*coordinatorv1.GenerateResponse, error) {
+	ctx = withSession(ctx, req.GetSessionId())
 	id, legID := c.requestIDs(ctx, req.GetRequestId())
 	defer c.inFlight.Add(id, legID)()
 	_ = grpc.SetHeader(ctx, metadata.Pairs(headerRequestID, id))
@@ -162,6 +163,7 @@ func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateR
 
 // GenerateStream implements CoordinatorServiceServer.
 func (c *Coordinator) GenerateStream(req *coordinatorv1.GenerateStreamRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
+	stream = withSessionStream(stream, req)
 	ctx := stream.Context()
 	id, legID := c.requestIDs(ctx, req.GetRequestId())
 	defer c.inFlight.Add(id, legID)()
