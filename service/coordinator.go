@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/fleet"
 	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
@@ -74,6 +75,9 @@ type Coordinator struct {
 	// (continuation.go). nil: never.
 	admission *admission.Controller
 	hold      *admission.Hold
+	// fleetVersion is the fleet's weight version as the control plane
+	// knows it (x-weight-version); nil: control plane off.
+	fleetVersion *fleet.Version
 }
 
 // NewCoordinator builds the service for cfg's body size cap and trust of
@@ -198,7 +202,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	ctx, span := tracing.StartRequestSpan(ctx, method, rc)
 	ctx = gateway.WithObserver(ctx, c.metrics)
 	answer := &answerSink{Sink: rc.Sink, ctx: ctx, metrics: c.metrics, api: api, rc: rc, start: start,
-		interToken: c.metrics.InterToken(api, rc.Format.String())}
+		interToken: c.metrics.InterToken(api, rc.Format.String()), fleet: c.fleetVersion, version: c.fleetVersion.Get()}
 	rc.Timings = answer.timings[:0]
 	rc.Sink = answer
 
@@ -224,7 +228,7 @@ func (c *Coordinator) finish(ctx context.Context, rc *steps.RequestContext, answ
 		code = st.Code()
 		c.logDone(ctx, level, msg, api, rc, start, span, []slog.Attr{slog.String("code", code.String()), slog.String("error", err.Error())})
 		span.Fail(code, st.Message())
-		setAnswerHeader(ctx, relayedHeader(err), rc)
+		setAnswerHeader(ctx, relayedHeader(err), rc, answer.versions())
 		err = st.Err()
 	}
 	span.Finish(code)
