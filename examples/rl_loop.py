@@ -7,15 +7,19 @@ coordinator's part of that:
 
   1. starts --rollouts streamed rollouts in threads and waits until each has
      its first tokens;
-  2. while they stream, pauses the fleet with mode "keep" (the requests in
-     flight freeze; new ones wait at the coordinator's admission), labels
+  2. while they stream, pauses the fleet with --mode "keep" (the requests in
+     flight freeze; new ones wait at the coordinator's admission) or "abort"
+     (the engines end the requests in flight; the coordinator holds each
+     rollout's answer open and continues it after the resume: prompt and
+     tokens so far, the budget left; docs/rl.md), labels
      the weights --version ("v2"; a real trainer transfers them first,
      through relay), and resumes, naming the epoch of one listing so that a
      worker added or removed meanwhile fails the calls instead of being
      missed;
   3. checks that every rollout in flight finished, none lost and none
      duplicated (one answer per rollout, each choice's tokens counted once:
-     usage.completion_tokens is the sum of the choices' tokens);
+     usage.completion_tokens is the sum of the choices' tokens); after an
+     abort pause, that none ended "abort" and each has all --max-tokens;
   4. runs --rollouts more and checks they ran on the new weights: the
      weight_versions the coordinator reports per choice (all --version),
      and the workers' version in ListWorkers.
@@ -98,7 +102,8 @@ def start(pool: ThreadPoolExecutor, client: coordinator_sdk.Client, args: argpar
     rollouts = []
     for i in range(count):
         req = pb.TokensRequest(model=args.model, token_ids=PROMPTS[i % len(PROMPTS)], sampling=pb.SamplingParams(
-            max_tokens=args.max_tokens, n=args.n, temperature=1.0, seed=seed + i, logprobs=0))
+            max_tokens=args.max_tokens, n=args.n, temperature=1.0, seed=seed + i, logprobs=0,
+            ignore_eos=args.ignore_eos))
         r = Rollout(request_id="rl-loop-" + uuid.uuid4().hex)
         r.future = pool.submit(stream_rollout, client, r, req)
         rollouts.append(r)
@@ -110,8 +115,9 @@ def spans(ch: pb.TokensChoice) -> list[tuple[str, int]]:
     return [(s.version, s.count) for s in ch.weight_versions]
 
 
-def check_rollout(r: Rollout, resp: pb.TokensResponse, n: int, max_tokens: int) -> None:
-    """Fails when the answer is not one whole rollout of n choices."""
+def check_rollout(r: Rollout, resp: pb.TokensResponse, n: int, max_tokens: int, whole: bool) -> None:
+    """Fails when the answer is not one whole rollout of n choices (whole:
+    each of max_tokens tokens, not aborted)."""
     where = f"rollout {r.request_id}"
     if [ch.index for ch in resp.choices] != list(range(n)):
         raise CheckFailed(f"{where}: choices {[ch.index for ch in resp.choices]}, want 0..{n - 1}")
@@ -121,6 +127,9 @@ def check_rollout(r: Rollout, resp: pb.TokensResponse, n: int, max_tokens: int) 
             raise CheckFailed(f"{where}: choice {ch.index} did not finish")
         if not 0 < len(ch.token_ids) <= max_tokens:
             raise CheckFailed(f"{where}: choice {ch.index}: {len(ch.token_ids)} tokens, want 1..{max_tokens}")
+        if whole and (ch.finish_reason == pb.FINISH_REASON_ABORT or len(ch.token_ids) != max_tokens):
+            raise CheckFailed(f"{where}: choice {ch.index}: {pb.FinishReason.Name(ch.finish_reason)} after "
+                              f"{len(ch.token_ids)} tokens, want all {max_tokens} (continued across the pause)")
         if [lp.token_id for lp in ch.logprobs] != list(ch.token_ids):
             raise CheckFailed(f"{where}: choice {ch.index}: logprobs do not match the token IDs")
         runs = spans(ch)
@@ -138,7 +147,7 @@ def finish(rollouts: list[Rollout], args: argparse.Namespace) -> list[pb.TokensR
     out = []
     for r in rollouts:
         resp = r.future.result(timeout=300)
-        check_rollout(r, resp, args.n, args.max_tokens)
+        check_rollout(r, resp, args.n, args.max_tokens, args.ignore_eos)
         out.append(resp)
     ids = [r.request_id for r in rollouts]
     if len(set(ids)) != len(ids) or len(out) != len(rollouts):
@@ -155,13 +164,13 @@ def versions(ctl: coordinator_sdk.ControlClient) -> dict[str, str]:
     return {w.worker.id: w.weight_version for w in fleet.workers}
 
 
-def update_weights(ctl: coordinator_sdk.ControlClient, version: str) -> tuple[int, int]:
-    """Pause (keep), label version, resume, at one epoch; returns the epoch
+def update_weights(ctl: coordinator_sdk.ControlClient, version: str, mode: str) -> tuple[int, int]:
+    """Pause (mode), label version, resume, at one epoch; returns the epoch
     and how many requests were held at admission meanwhile."""
     fleet = ctl.list_workers()
     if not fleet.workers:
         raise CheckFailed("the control plane lists no workers")
-    ctl.pause("keep", epoch=fleet.epoch)
+    ctl.pause(mode, epoch=fleet.epoch)
     try:
         paused = ctl.list_workers()
         if not paused.fleet_paused or not all(w.paused for w in paused.workers):
@@ -214,9 +223,9 @@ def run(args: argparse.Namespace) -> None:
         for r in first:
             if not r.started.wait(timeout=120):
                 raise CheckFailed(f"rollout {r.request_id}: no tokens after 120s")
-        epoch, held = update_weights(ctl, args.version)
+        epoch, held = update_weights(ctl, args.version, args.mode)
         in_flight = sum(1 for r in first if not r.future.done())
-        print(f"paused (keep), labelled {args.version} and resumed at epoch {epoch}: "
+        print(f"paused ({args.mode}), labelled {args.version} and resumed at epoch {epoch}: "
               f"{in_flight} of {len(first)} rollouts were still streaming, {held} requests held at admission")
         answers = finish(first, args)
         print(summary("across the update", first, answers))
@@ -241,9 +250,15 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--version", default="v2", help="the weight version to label")
+    ap.add_argument("--mode", choices=["keep", "abort"], default="keep",
+                    help="the pause's mode (abort: the rollouts are continued, which takes --n 1)")
     args = ap.parse_args()
     if args.rollouts < 1 or args.n < 1 or args.max_tokens < 1:
         ap.error("--rollouts, --n and --max-tokens must be at least 1")
+    if args.mode == "abort" and args.n != 1:
+        ap.error("--mode abort continues rollouts of one sample: use --n 1")
+    # An aborted rollout is continued to its whole budget: ask for it.
+    args.ignore_eos = args.mode == "abort"
     try:
         run(args)
     except CheckFailed as err:

@@ -7,7 +7,7 @@
 #   sdk/python/test_sdk.py        (Python SDK, unittest; the control plane too)
 #   sdk/typescript test/sdk.test  (TypeScript SDK, node:test; the control plane too)
 #   examples/rl_rollout.py        (GRPO-style rollout through the Python SDK)
-#   examples/rl_loop.py           (rollouts streaming across a pause, a weight version and a resume)
+#   examples/rl_loop.py           (rollouts streaming across a pause, keep then abort, a weight version and a resume)
 #   examples/openai_chat.mjs      (OpenAI Node SDK, streamed, over REST)
 #   examples/openai_responses.mjs (OpenAI Node SDK, responses.create, streamed and not, inputTokens.count)
 #   examples/openai_responses_stored.mjs (OpenAI Node SDK: previous_response_id, retrieve, inputItems.list, delete)
@@ -165,6 +165,10 @@ step "examples/rl_rollout.py"
 
 step "examples/rl_loop.py"
 "$PYTHON" examples/rl_loop.py --addr "$COORDINATOR_GRPC_ADDR" --control-addr "$COORDINATOR_CONTROL_ADDR" --max-tokens 256
+
+step "examples/rl_loop.py --mode abort (rollouts continued across an abort pause)"
+"$PYTHON" examples/rl_loop.py --addr "$COORDINATOR_GRPC_ADDR" --control-addr "$COORDINATOR_CONTROL_ADDR" --max-tokens 256 \
+  --mode abort --n 1 --version v3
 
 step "examples/openai_chat.mjs"
 node examples/openai_chat.mjs --base-url "$COORDINATOR_REST_URL/v1"

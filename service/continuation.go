@@ -12,6 +12,7 @@ import (
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/service/admission"
+	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/service/tokens"
 	"github.com/coordinator-project/coordinator/steps"
 )
@@ -158,12 +159,15 @@ func (headerless) SetHeader(metadata.MD) error { return nil }
 func (c *Coordinator) awaitResume(ctx context.Context, id string, generated int) error {
 	err := c.admission.AwaitResume(ctx)
 	if err == nil {
+		c.metrics.Continuation(metrics.ContinuationResumed)
 		return nil
 	}
 	st := status.Convert(err)
-	if st.Code() != codes.Unavailable {
+	if st.Code() != codes.Unavailable || st.Message() == admission.ErrShuttingDown.Error() {
+		c.metrics.Continuation(metrics.ContinuationGone)
 		return err
 	}
+	c.metrics.Continuation(metrics.ContinuationTimedOut)
 	p := st.Proto()
 	p.Message = fmt.Sprintf("a fleet pause stopped this request after %d tokens and it could not be continued: %s (request_id: %s)", generated, p.GetMessage(), id)
 	return status.ErrorProto(p)

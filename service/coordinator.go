@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/fleet"
 	"github.com/coordinator-project/coordinator/internal/frontdoor"
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/headers"
@@ -77,6 +78,9 @@ type Coordinator struct {
 	// maxAnswer bounds the output a continued request keeps
 	// (gateway.max_answer_size).
 	maxAnswer int64
+	// fleetVersion is the fleet's weight version as the control plane
+	// knows it (x-weight-version); nil: control plane off.
+	fleetVersion *fleet.Version
 }
 
 // NewCoordinator builds the service for cfg's body size cap and trust of
@@ -129,6 +133,7 @@ func (c *Coordinator) requestContext(ctx context.Context, id, legID string, in *
 
 // Generate implements CoordinatorServiceServer.
 func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateRequest) (*coordinatorv1.GenerateResponse, error) {
+	ctx = withSession(ctx, req.GetSessionId())
 	id, legID := c.requestIDs(ctx, req.GetRequestId())
 	defer c.inFlight.Add(id, legID)()
 	_ = grpc.SetHeader(ctx, metadata.Pairs(headerRequestID, id))
@@ -171,6 +176,7 @@ func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateR
 
 // GenerateStream implements CoordinatorServiceServer.
 func (c *Coordinator) GenerateStream(req *coordinatorv1.GenerateStreamRequest, stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
+	stream = withSessionStream(stream, req)
 	ctx := stream.Context()
 	id, legID := c.requestIDs(ctx, req.GetRequestId())
 	defer c.inFlight.Add(id, legID)()
@@ -211,7 +217,7 @@ func (c *Coordinator) run(ctx context.Context, rc *steps.RequestContext, method 
 	ctx, span := tracing.StartRequestSpan(ctx, method, rc)
 	ctx = gateway.WithObserver(ctx, c.metrics)
 	answer := &answerSink{Sink: rc.Sink, ctx: ctx, metrics: c.metrics, api: api, rc: rc, start: start,
-		interToken: c.metrics.InterToken(api, rc.Format.String())}
+		interToken: c.metrics.InterToken(api, rc.Format.String()), fleet: c.fleetVersion, version: c.fleetVersion.Get()}
 	rc.Timings = answer.timings[:0]
 	rc.Sink = answer
 
@@ -237,7 +243,7 @@ func (c *Coordinator) finish(ctx context.Context, rc *steps.RequestContext, answ
 		code = st.Code()
 		c.logDone(ctx, level, msg, api, rc, start, span, []slog.Attr{slog.String("code", code.String()), slog.String("error", err.Error())})
 		span.Fail(code, st.Message())
-		setAnswerHeader(ctx, relayedHeader(err), rc)
+		setAnswerHeader(ctx, relayedHeader(err), rc, answer.versions())
 		err = st.Err()
 	}
 	span.Finish(code)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/fleet"
 	"github.com/coordinator-project/coordinator/internal/gateway"
 	"github.com/coordinator-project/coordinator/internal/inproc"
 	"github.com/coordinator-project/coordinator/internal/legids"
@@ -36,6 +37,7 @@ var Module = fx.Module("service",
 	fx.Provide(
 		newGatewayClient,
 		newInFlight,
+		newFleetVersion,
 		fx.Annotate(newPipeline, fx.ParamTags(`group:"steps"`)),
 		health.NewServer,
 		newInProcess,
@@ -53,9 +55,10 @@ var Module = fx.Module("service",
 // newCoordinator is NewCoordinator serving the stored Responses of rs (nil:
 // responses.store.backend off) and, with the control plane on, continuing
 // the tokens requests a pause of adm's hold aborts.
-func newCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg config.Config, inFlight *legids.Registry, rs *responses.Store, adm *admission.Controller) *Coordinator {
+func newCoordinator(p *steps.Pipeline, m *metrics.Metrics, log *slog.Logger, cfg config.Config, inFlight *legids.Registry, rs *responses.Store, adm *admission.Controller,
+	version *fleet.Version) *Coordinator {
 	c := NewCoordinator(p, m, log, cfg, inFlight)
-	c.responses = rs
+	c.responses, c.fleetVersion = rs, version
 	if cfg.Control.Enabled() {
 		c.admission, c.hold = adm, adm.Hold()
 	}
@@ -257,4 +260,14 @@ func newInFlight(cfg config.Config) *legids.Registry {
 		return nil
 	}
 	return &legids.Registry{}
+}
+
+// newFleetVersion is the fleet's weight version as the control plane
+// learns it, which answers carry (x-weight-version); nil when
+// control.listen_addr is off.
+func newFleetVersion(cfg config.Config) *fleet.Version {
+	if !cfg.Control.Enabled() {
+		return nil
+	}
+	return &fleet.Version{}
 }

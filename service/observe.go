@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/coordinator-project/coordinator/internal/fleet"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
 )
@@ -65,12 +66,29 @@ type answerSink struct {
 	last       time.Time // when the previous events went out
 	bytes      int
 	timings    [8]steps.Timing // rc.Timings' first room
+	// fleet is the fleet's weight version, version what it was when the
+	// request started (x-weight-version).
+	fleet   *fleet.Version
+	version string
+}
+
+// versions are the fleet's weight versions over the answer so far: the
+// one at its start, and the current one when another.
+func (s *answerSink) versions() string {
+	now := s.fleet.Get()
+	switch {
+	case s.version == "":
+		return now
+	case now == "" || now == s.version:
+		return s.version
+	}
+	return s.version + "," + now
 }
 
 // Header implements steps.Sink: the sinks it wraps leave answer headers to
 // it.
 func (s *answerSink) Header(h http.Header) {
-	setAnswerHeader(s.ctx, h, s.rc)
+	setAnswerHeader(s.ctx, h, s.rc, s.versions())
 }
 
 func (s *answerSink) first() {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/service/metrics"
 	"github.com/coordinator-project/coordinator/steps"
@@ -36,13 +38,18 @@ func (c *Coordinator) forwardedHeaders(ctx context.Context, id, endpoint string)
 }
 
 // routeLegs sets what the request's legs carry for routing: the client
-// headers the policy forwards (forwardedHeaders), the phases' own session
+// headers the policy forwards (forwardedHeaders), the session id of the
+// call's session_id field in the session header (withSession: it replaces
+// the metadata's), the phases' own session
 // tokens of a joined x-session-token (steps.RequestContext.PDHeader), and,
 // with pipeline.dp_size, the data-parallel rank its prefill and decode legs are
 // pinned to: that of its session id (pipeline.session_header), else of its
 // request id.
 func (c *Coordinator) routeLegs(ctx context.Context, rc *steps.RequestContext) {
 	rc.Header = c.forwardedHeaders(ctx, rc.RequestID, rc.Format.String())
+	if id, _ := ctx.Value(sessionKey{}).(string); id != "" {
+		rc.Header.Set(c.sessionHeader, id)
+	}
 	if t, joined := headers.SplitSessionToken(rc.Header.Get(headers.SessionToken)); joined {
 		rc.SessionTokens = t
 		rc.Header.Del(headers.SessionToken)
@@ -55,4 +62,37 @@ func (c *Coordinator) routeLegs(ctx context.Context, rc *steps.RequestContext) {
 		key = rc.RequestID
 	}
 	rc.DPRank = headers.DPRank(key, c.dpSize)
+}
+
+// sessionKey keys the session_id field of a Generate or GenerateStream
+// call in its context (withSession).
+type sessionKey struct{}
+
+// withSession is ctx carrying a call's session_id field for routeLegs; ctx
+// itself when the field is empty.
+func withSession(ctx context.Context, id string) context.Context {
+	if id == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, sessionKey{}, id)
+}
+
+// sessionStream is a GenerateStream call whose context carries the
+// request's session_id field (withSession).
+type sessionStream struct {
+	grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]
+	ctx context.Context
+}
+
+// Context implements grpc.ServerStream.
+func (s sessionStream) Context() context.Context { return s.ctx }
+
+// withSessionStream is stream with req's session_id field in its context
+// (withSession); stream itself when the field is empty.
+func withSessionStream(stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse], req *coordinatorv1.GenerateStreamRequest) grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse] {
+	id := req.GetSessionId()
+	if id == "" {
+		return stream
+	}
+	return sessionStream{ServerStreamingServer: stream, ctx: withSession(stream.Context(), id)}
 }

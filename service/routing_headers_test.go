@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/legids"
 	"github.com/coordinator-project/coordinator/service/config"
 	"github.com/coordinator-project/coordinator/service/metrics"
@@ -67,4 +68,32 @@ func routingDropped(t *testing.T, m *metrics.Metrics, api, endpoint string) floa
 	}
 	t.Fatalf("no series api=%s endpoint=%s", api, endpoint)
 	return 0
+}
+
+// TestTheSessionFieldIsTheSessionHeader: a call's session_id field
+// (withSession) goes on the legs under pipeline.session_header, in place
+// of the metadata's value, and picks the rank; without it the metadata's
+// does.
+func TestTheSessionFieldIsTheSessionHeader(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default()
+	cfg.Pipeline.DPSize, cfg.Pipeline.SessionHeader = 8, "X-Rollout-Group"
+	c := NewCoordinator(nil, metrics.New(), slog.New(slog.DiscardHandler), cfg, &legids.Registry{})
+	in := &coordinatorv1.OpenAIRequest{Endpoint: coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Json: []byte(`{"model":"m"}`)}
+	md := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-rollout-group", "from-metadata"))
+	for name, tc := range map[string]struct {
+		ctx  context.Context
+		want string
+	}{
+		"field":             {withSession(context.Background(), "from-field"), "from-field"},
+		"field over header": {withSession(md, "from-field"), "from-field"},
+		"header alone":      {md, "from-metadata"},
+		"empty field":       {withSession(md, ""), "from-metadata"},
+	} {
+		rc, _, err := c.requestContext(tc.ctx, "rid", "rid", in)
+		require.NoError(t, err, name)
+		assert.Equal(t, tc.want, rc.Header.Get("x-rollout-group"), name)
+		assert.False(t, rc.Header.Has("x-session-id"), "%s: under the configured name only", name)
+		assert.Equal(t, headers.DPRank(tc.want, 8), rc.DPRank, name)
+	}
 }

@@ -24,8 +24,14 @@ import (
 // version rc's prefill ran on when its answer said; and, after P/D, the
 // x-session-token that joins the prefill's and the decode's own
 // (headers.JoinSessionTokens), which the client sends back to keep both.
-func setAnswerHeader(ctx context.Context, h http.Header, rc *steps.RequestContext) {
+// x-weight-version is the worker's when it sent one, else versions: the
+// fleet's weight versions over the answer as the control plane knows them
+// ("v1", or "v1,v2" when it changed; "": unknown, no header).
+func setAnswerHeader(ctx context.Context, h http.Header, rc *steps.RequestContext, versions string) {
 	md := headers.AnswerMetadata(h)
+	if versions != "" && len(md.Get(headers.WeightVersion)) == 0 {
+		md.Set(headers.WeightVersion, versions)
+	}
 	md.Delete(headers.PrefillWeightVersion)
 	if v := rc.PD.Answer.WeightVersion; v != "" {
 		md.Set(headers.PrefillWeightVersion, v)

@@ -164,6 +164,7 @@ func TestAPauseAbortIsContinued(t *testing.T) {
 		assert.NotEqual(t, decode[0].Header.Get("X-Request-Id"), decode[1].Header.Get("X-Request-Id"), "%s: a new leg id", id)
 		assert.Len(t, pdLegs(r.sim, id, "prefill"), 2, "%s: the continuation is prefilled again", id)
 	}
+	assert.Equal(t, fmt.Sprint(rollouts), r.st.scrape(t, `coordinator_continuations_total{outcome="resumed"}`))
 }
 
 // collectContinued reads n outcomes, each id once.
@@ -318,6 +319,9 @@ func TestAContinuationWaitIsBoundedAndCancellable(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2, decode, "no continuation ran")
+	assert.Equal(t, "1", r.st.scrape(t, `coordinator_continuations_total{outcome="gone"}`))
+	assert.Equal(t, "1", r.st.scrape(t, `coordinator_continuations_total{outcome="timeout"}`))
+	assert.Equal(t, "0", r.st.scrape(t, `coordinator_continuations_total{outcome="resumed"}`))
 	_, err = r.control.Resume(ctx, &coordinatorv1.ResumeRequest{})
 	require.NoError(t, err)
 }

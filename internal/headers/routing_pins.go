@@ -17,6 +17,11 @@ const SessionID = "x-session-id"
 // request's prefill ran on, when its answer said (a tokens-in prefill).
 const PrefillWeightVersion = "x-prefill-weight-version"
 
+// WeightVersion is the answer header naming the weight version(s) that
+// served it: the worker's own, else the fleet's as the control plane knows
+// it, comma-separated when it changed during the answer.
+const WeightVersion = "x-weight-version"
+
 // DPRank is the data-parallel rank of the requests keyed key (a session
 // id, else the request id) on engines of size ranks: the FNV-1a hash of
 // key modulo size, as text. The same key always gets the same rank, so a

@@ -31,6 +31,7 @@ type serving struct {
 	Log       *slog.Logger
 	Admission *admission.Controller
 	InFlight  *legids.Registry
+	Version   *fleet.Version
 	Metrics   *metrics.Metrics
 	Addresses *service.Addresses
 	Reloads   tlsfiles.Observer
@@ -60,7 +61,7 @@ func serve(p serving) error {
 	hold := p.Admission.Hold()
 	m := p.Metrics.NewControl(hold.Waiting, hold.Closed)
 	srv, err := New(Options{
-		Members: members, Hold: hold, InFlight: p.InFlight, Metrics: m, Log: p.Log,
+		Members: members, Hold: hold, InFlight: p.InFlight, Version: p.Version, Metrics: m, Log: p.Log,
 		CallTimeout: cfg.CallTimeout, StateTimeout: cfg.StateTimeout, Concurrency: cfg.Concurrency,
 	})
 	if err != nil {

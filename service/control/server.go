@@ -47,6 +47,9 @@ type Options struct {
 	Members *fleet.Membership
 	// Hold is admission's hold of new requests, closed by Pause.
 	Hold *admission.Hold
+	// Version is the fleet's weight version the answers carry, learnt
+	// from ListWorkers and SetWeightVersion (nil: not kept).
+	Version *fleet.Version
 	// InFlight maps a client's request ids to its legs' (AbortRequests).
 	InFlight *legids.Registry
 	// Metrics are the control plane's collectors.
@@ -204,9 +207,30 @@ func (s *Server) ListWorkers(ctx context.Context, req *coordinatorv1.ListWorkers
 		return res
 	})
 	s.countFleet(c.epoch, states)
+	if req.GetTarget().GetSelector() == nil {
+		learnVersion(s.o.Version, states)
+	}
 	hold := s.o.Hold
 	resp := &coordinatorv1.ListWorkersResponse{Epoch: c.epoch, Workers: states, FleetPaused: hold.Closed(), HeldRequests: uint32(hold.Waiting())}
 	return resp, s.finish(ctx, c, nil, nil)
+}
+
+// learnVersion records the fleet's weight version from the states of
+// every engine: the one all report, "" when they differ. An unreachable
+// engine serves no answer: with one, nothing is learnt.
+func learnVersion(v *fleet.Version, states []*coordinatorv1.WorkerState) {
+	version := ""
+	for i, st := range states {
+		if !st.GetReachable() {
+			return
+		}
+		if i > 0 && st.GetWeightVersion() != version {
+			v.Set("")
+			return
+		}
+		version = st.GetWeightVersion()
+	}
+	v.Set(version)
 }
 
 // state asks w's state routes in turn.
@@ -321,7 +345,13 @@ func (s *Server) SetWeightVersion(ctx context.Context, req *coordinatorv1.SetWei
 	}
 	body, _ := json.Marshal(map[string]string{field: req.GetVersion()})
 	results := s.post(ctx, c, r, body)
-	return &coordinatorv1.SetWeightVersionResponse{Epoch: c.epoch, Results: results}, s.finish(ctx, c, results, nil)
+	err = s.finish(ctx, c, results, nil)
+	if err == nil && req.GetTarget().GetSelector() == nil {
+		s.o.Version.Set(req.GetVersion())
+	} else {
+		s.o.Version.Set("") // some engines have it, or may
+	}
+	return &coordinatorv1.SetWeightVersionResponse{Epoch: c.epoch, Results: results}, err
 }
 
 // AbortRequests implements ControlServiceServer: the client ids named are

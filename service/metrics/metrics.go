@@ -73,6 +73,8 @@ type Metrics struct {
 	held *prometheus.CounterVec
 	// mismatches counts the weight-version mismatches (control.go).
 	mismatches *prometheus.CounterVec
+	// continuations counts the requests a pause aborted (continuations.go).
+	continuations *prometheus.CounterVec
 	// GRPC are the gRPC server's per-method metrics; its interceptors go
 	// on the server.
 	GRPC *grpcprom.ServerMetrics
@@ -96,6 +98,7 @@ func New() *Metrics {
 	m.routingDropped = newRoutingDropped(m.registry)
 	m.held = newHeld(m.registry)
 	m.mismatches = newVersionMismatches(m.registry)
+	m.continuations = newContinuations(m.registry)
 	m.initialize()
 	return m
 }

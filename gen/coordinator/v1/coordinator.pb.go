@@ -336,7 +336,17 @@ type GenerateRequest struct {
 	//
 	//	*GenerateRequest_Openai
 	//	*GenerateRequest_Tokens
-	Input         isGenerateRequest_Input `protobuf_oneof:"input"`
+	Input isGenerateRequest_Input `protobuf_oneof:"input"`
+	// Session id of the request: it goes on every leg as the session header
+	// (pipeline.session_header, default x-session-id), which the gateway's
+	// session affinity reads to keep a session's turns on its workers, and,
+	// with pipeline.dp_size, picks the data-parallel rank of the prefill and
+	// decode legs. The call metadata of that name (over REST, the header)
+	// still works; this field wins when both are given. Empty: none (the
+	// metadata's, if any). At most 1024 bytes of printable ASCII
+	// (0x20-0x7e) without a leading or trailing space, as a header value
+	// travels.
+	SessionId     string `protobuf:"bytes,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -401,6 +411,13 @@ func (x *GenerateRequest) GetTokens() *TokensRequest {
 		}
 	}
 	return nil
+}
+
+func (x *GenerateRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
 }
 
 type isGenerateRequest_Input interface {
@@ -529,7 +546,17 @@ type GenerateStreamRequest struct {
 	//
 	//	*GenerateStreamRequest_Openai
 	//	*GenerateStreamRequest_Tokens
-	Input         isGenerateStreamRequest_Input `protobuf_oneof:"input"`
+	Input isGenerateStreamRequest_Input `protobuf_oneof:"input"`
+	// Session id of the request: it goes on every leg as the session header
+	// (pipeline.session_header, default x-session-id), which the gateway's
+	// session affinity reads to keep a session's turns on its workers, and,
+	// with pipeline.dp_size, picks the data-parallel rank of the prefill and
+	// decode legs. The call metadata of that name (over REST, the header)
+	// still works; this field wins when both are given. Empty: none (the
+	// metadata's, if any). At most 1024 bytes of printable ASCII
+	// (0x20-0x7e) without a leading or trailing space, as a header value
+	// travels.
+	SessionId     string `protobuf:"bytes,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -594,6 +621,13 @@ func (x *GenerateStreamRequest) GetTokens() *TokensRequest {
 		}
 	}
 	return nil
+}
+
+func (x *GenerateStreamRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
 }
 
 type isGenerateStreamRequest_Input interface {
@@ -3246,25 +3280,29 @@ const file_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x06answer\x18\x01 \x01(\v2\x1e.coordinator.v1.OpenAIResponseR\x06answer\"C\n" +
 	"\x14DeleteRequestRequest\x12+\n" +
 	"\x02id\x18\x01 \x01(\tB\x1b\xbaH\x18r\x16\x10\x01\x18\x80\x012\x0f^[A-Za-z0-9-]+$R\x02id\"\x17\n" +
-	"\x15DeleteRequestResponse\"\xcd\x01\n" +
+	"\x15DeleteRequestResponse\"\x90\x02\n" +
 	"\x0fGenerateRequest\x128\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB\x19\xbaH\x16r\x14\x18\x80\x012\x0f^[A-Za-z0-9-]*$R\trequestId\x127\n" +
 	"\x06openai\x18\x02 \x01(\v2\x1d.coordinator.v1.OpenAIRequestH\x00R\x06openai\x127\n" +
-	"\x06tokens\x18\x03 \x01(\v2\x1d.coordinator.v1.TokensRequestH\x00R\x06tokensB\x0e\n" +
+	"\x06tokens\x18\x03 \x01(\v2\x1d.coordinator.v1.TokensRequestH\x00R\x06tokens\x12A\n" +
+	"\n" +
+	"session_id\x18\x04 \x01(\tB\"\xbaH\x1fr\x1d\x18\x80\b2\x18^([!-~]([ -~]*[!-~])?)?$R\tsessionIdB\x0e\n" +
 	"\x05input\x12\x05\xbaH\x02\b\x01\"\xaf\x01\n" +
 	"\x10GenerateResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x128\n" +
 	"\x06openai\x18\x02 \x01(\v2\x1e.coordinator.v1.OpenAIResponseH\x00R\x06openai\x128\n" +
 	"\x06tokens\x18\x03 \x01(\v2\x1e.coordinator.v1.TokensResponseH\x00R\x06tokensB\b\n" +
-	"\x06output\"\xd8\x02\n" +
+	"\x06output\"\x9b\x03\n" +
 	"\x15GenerateStreamRequest\x128\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB\x19\xbaH\x16r\x14\x18\x80\x012\x0f^[A-Za-z0-9-]*$R\trequestId\x127\n" +
 	"\x06openai\x18\x02 \x01(\v2\x1d.coordinator.v1.OpenAIRequestH\x00R\x06openai\x12\xbb\x01\n" +
 	"\x06tokens\x18\x03 \x01(\v2\x1d.coordinator.v1.TokensRequestB\x81\x01\xbaH~\xba\x01{\n" +
-	"\x1dtokens.stream_prompt_logprobs\x125sampling.prompt_logprobs is returned by Generate only\x1a#!has(this.sampling.prompt_logprobs)H\x00R\x06tokensB\x0e\n" +
+	"\x1dtokens.stream_prompt_logprobs\x125sampling.prompt_logprobs is returned by Generate only\x1a#!has(this.sampling.prompt_logprobs)H\x00R\x06tokens\x12A\n" +
+	"\n" +
+	"session_id\x18\x04 \x01(\tB\"\xbaH\x1fr\x1d\x18\x80\b2\x18^([!-~]([ -~]*[!-~])?)?$R\tsessionIdB\x0e\n" +
 	"\x05input\x12\x05\xbaH\x02\b\x01\"\x90\x01\n" +
 	"\x16GenerateStreamResponse\x126\n" +
 	"\x06openai\x18\x01 \x01(\v2\x1c.coordinator.v1.OpenAIEventsH\x00R\x06openai\x125\n" +

@@ -113,14 +113,16 @@ class DeleteResponseResponse(_message.Message):
     def __init__(self, json: _Optional[bytes] = ...) -> None: ...
 
 class GenerateRequest(_message.Message):
-    __slots__ = ["openai", "request_id", "tokens"]
+    __slots__ = ["openai", "request_id", "session_id", "tokens"]
     OPENAI_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     openai: OpenAIRequest
     request_id: str
+    session_id: str
     tokens: TokensRequest
-    def __init__(self, request_id: _Optional[str] = ..., openai: _Optional[_Union[OpenAIRequest, _Mapping]] = ..., tokens: _Optional[_Union[TokensRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[str] = ..., openai: _Optional[_Union[OpenAIRequest, _Mapping]] = ..., tokens: _Optional[_Union[TokensRequest, _Mapping]] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
     __slots__ = ["openai", "request_id", "tokens"]
@@ -133,14 +135,16 @@ class GenerateResponse(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., openai: _Optional[_Union[OpenAIResponse, _Mapping]] = ..., tokens: _Optional[_Union[TokensResponse, _Mapping]] = ...) -> None: ...
 
 class GenerateStreamRequest(_message.Message):
-    __slots__ = ["openai", "request_id", "tokens"]
+    __slots__ = ["openai", "request_id", "session_id", "tokens"]
     OPENAI_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     openai: OpenAIRequest
     request_id: str
+    session_id: str
     tokens: TokensRequest
-    def __init__(self, request_id: _Optional[str] = ..., openai: _Optional[_Union[OpenAIRequest, _Mapping]] = ..., tokens: _Optional[_Union[TokensRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[str] = ..., openai: _Optional[_Union[OpenAIRequest, _Mapping]] = ..., tokens: _Optional[_Union[TokensRequest, _Mapping]] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class GenerateStreamResponse(_message.Message):
     __slots__ = ["openai", "tokens"]
