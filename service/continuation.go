@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -106,7 +105,7 @@ func (c *Coordinator) runTokens(ctx context.Context, id, legID string, in *coord
 	if cont == nil {
 		return pass(in, legID)
 	}
-	return c.runContinued(ctx, id, legID, &cont.pauseWatch, cont, func(_ context.Context, leg string) error {
+	return c.runContinued(ctx, id, legID, &cont.pauseWatch, cont, func(leg string) error {
 		req := in
 		if cont.runs > 0 {
 			req = cont.Next()
@@ -116,42 +115,26 @@ func (c *Coordinator) runTokens(ctx context.Context, id, legID string, in *coord
 }
 
 // runContinued runs a request that is continued across pauses: run sends
-// one pass of it through the pipeline under leg (w.runs says which pass),
-// on ctx, or after the first on quietHeader(ctx). After a pass whose abort
-// answer held back, the request waits for the resume and runs again, its
-// legs under a new leg id of the request (a KV hand-off is never named
-// twice), registered in flight for the control plane's abort by id.
-func (c *Coordinator) runContinued(ctx context.Context, id, legID string, w *pauseWatch, answer resumable, run func(ctx context.Context, leg string) error) error {
-	leg, runCtx := legID, ctx
+// one pass of it through the pipeline under leg (w.runs says which pass).
+// After a pass whose abort answer held back, the request waits for the
+// resume and runs again, its legs under a new leg id of the request (a KV
+// hand-off is never named twice), registered in flight for the control
+// plane's abort by id.
+func (c *Coordinator) runContinued(ctx context.Context, id, legID string, w *pauseWatch, answer resumable, run func(leg string) error) error {
+	leg := legID
 	for {
 		w.since = w.hold.Pauses()
-		if err := run(runCtx, leg); err != nil || !answer.Aborted() {
+		if err := run(leg); err != nil || !answer.Aborted() {
 			return err
 		}
 		if err := c.awaitResume(ctx, id, answer.Generated()); err != nil {
 			return err
 		}
 		w.runs++
-		leg, runCtx = headers.LegRequestID(id), quietHeader(ctx)
+		leg = headers.LegRequestID(id)
 		defer c.inFlight.Add(id, leg)()
 	}
 }
-
-// quietHeader is ctx on which grpc.SetHeader adds nothing: the answer's
-// header is its first run's, which a continuation's would repeat (Date,
-// Server-Timing, x-prefill-weight-version as many times as runs).
-func quietHeader(ctx context.Context) context.Context {
-	sts := grpc.ServerTransportStreamFromContext(ctx)
-	if sts == nil {
-		return ctx
-	}
-	return grpc.NewContextWithServerTransportStream(ctx, headerless{sts})
-}
-
-// headerless is a transport stream whose SetHeader adds nothing.
-type headerless struct{ grpc.ServerTransportStream }
-
-func (headerless) SetHeader(metadata.MD) error { return nil }
 
 // awaitResume waits for the fleet to resume, as a new request would; past
 // control.hold's bounds the answer ends with the hold's UNAVAILABLE, its

@@ -3,12 +3,15 @@ package service
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
+	"github.com/coordinator-project/coordinator/internal/headers"
 	"github.com/coordinator-project/coordinator/internal/requestbody"
 	"github.com/coordinator-project/coordinator/internal/wire/legs"
 	"github.com/coordinator-project/coordinator/service/tokens"
@@ -51,7 +54,7 @@ func (c *Coordinator) generateContinuation(ctx context.Context, id string, rc *s
 // (runContinued): the first run with rc, each later one with a request
 // context of the continuation's body; sink is each run's sink.
 func (c *Coordinator) runGenerate(ctx context.Context, id, legID string, rc *steps.RequestContext, cont *continuedGenerate, method string, sink func() steps.Sink) error {
-	return c.runContinued(ctx, id, legID, &cont.pauseWatch, cont, func(runCtx context.Context, leg string) error {
+	return c.runContinued(ctx, id, legID, &cont.pauseWatch, cont, func(leg string) error {
 		if cont.runs > 0 {
 			var err error
 			if rc, err = c.nextGenerateContext(ctx, id, leg, cont); err != nil {
@@ -59,7 +62,7 @@ func (c *Coordinator) runGenerate(ctx context.Context, id, legID string, rc *ste
 			}
 		}
 		rc.Sink = sink()
-		return c.run(runCtx, rc, method)
+		return c.run(ctx, rc, method)
 	})
 }
 
@@ -83,13 +86,16 @@ func (c *Coordinator) nextGenerateContext(ctx context.Context, id, leg string, c
 
 // generateContinued serves Generate for a REST generate request continued
 // across pauses: the answer of each run goes through cont.Answer, and the
-// one to send (the worker's, or the runs' merged) is the call's.
+// one to send (the worker's, or the runs' merged) is the call's, with one
+// header (answerHeader).
 func (c *Coordinator) generateContinued(ctx context.Context, id, legID string, rc *steps.RequestContext, cont *continuedGenerate) (*coordinatorv1.GenerateResponse, error) {
 	var sink *unarySink
-	err := c.runGenerate(ctx, id, legID, rc, cont, "Generate", func() steps.Sink {
+	runCtx, header := captureHeader(ctx)
+	err := c.runGenerate(runCtx, id, legID, rc, cont, "Generate", func() steps.Sink {
 		sink = &unarySink{}
 		return continuedUnarySink{unarySink: sink, cont: cont}
 	})
+	header.flush(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +119,59 @@ func (c *Coordinator) generateStreamContinued(ctx context.Context, id, legID str
 	stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
 	sink := continuedStreamSink{Sink: newStreamSink(stream), cont: cont}
 	return c.runGenerate(ctx, id, legID, rc, cont, "GenerateStream", func() steps.Sink { return sink })
+}
+
+// answerHeader keeps what the runs of a continued unary call set as the
+// call's header, and sets it once they are done, so that the one answer
+// has one header: each key as the last run set it (Date, Server-Timing,
+// x-prefill-weight-version: the last prefill's), but x-weight-version,
+// which names the versions from the first run's to the last's ("v1,v2").
+type answerHeader struct {
+	grpc.ServerTransportStream
+	md metadata.MD
+}
+
+// captureHeader is ctx with its grpc.SetHeader kept by the answerHeader
+// returned (nil, and ctx, on a context of no call).
+func captureHeader(ctx context.Context) (context.Context, *answerHeader) {
+	sts := grpc.ServerTransportStreamFromContext(ctx)
+	if sts == nil {
+		return ctx, nil
+	}
+	h := &answerHeader{ServerTransportStream: sts, md: metadata.MD{}}
+	return grpc.NewContextWithServerTransportStream(ctx, h), h
+}
+
+// SetHeader keeps md, each key's values replacing those kept.
+func (h *answerHeader) SetHeader(md metadata.MD) error {
+	for k, v := range md {
+		if old := h.md[k]; k == headers.WeightVersion && len(old) > 0 {
+			v = []string{joinVersions(old[0], v)}
+		}
+		h.md[k] = v
+	}
+	return nil
+}
+
+// flush sets the header kept on ctx, the call's.
+func (h *answerHeader) flush(ctx context.Context) {
+	if h != nil && h.md.Len() > 0 {
+		_ = grpc.SetHeader(ctx, h.md)
+	}
+}
+
+// joinVersions is the comma-separated versions of from, then of more,
+// each change once: "v1" then "v1,v2" is "v1,v2".
+func joinVersions(from string, more []string) string {
+	out := strings.Split(from, ",")
+	for _, m := range more {
+		for _, v := range strings.Split(m, ",") {
+			if v != "" && out[len(out)-1] != v {
+				out = append(out, v)
+			}
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // continuedUnarySink takes a unary run's answer through the continuation:
