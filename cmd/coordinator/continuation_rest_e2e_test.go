@@ -270,6 +270,8 @@ func TestARESTGeneratePauseAbortIsContinued(t *testing.T) {
 	t.Parallel()
 	const rollouts, maxTokens = 16, 60
 	r := startRLStack(t, sim.Options{Engines: sim.EngineCounts{Prefill: 2, Decode: 2}, TokenDelay: 50 * time.Millisecond})
+	_, err := r.control.ListWorkers(t.Context(), &coordinatorv1.ListWorkersRequest{}) // the fleet's version is known: v1
+	require.NoError(t, err)
 	out := r.startGenerates("rest-cont", rollouts, maxTokens, nil)
 	r.pauseAcross(t, rollouts/2, rollouts) // round robin: 8 decode legs on each engine
 	streamed := 0
