@@ -23,10 +23,14 @@ func (c *Coordinator) generateTokens(ctx context.Context, id, legID string, in *
 		return nil, err
 	}
 	var answer *coordinatorv1.TokensResponse
-	err = c.runTokens(ctx, id, legID, in, false, cont, func(req *coordinatorv1.TokensRequest, rc *steps.RequestContext) error {
-		sink := tokens.NewUnarySink(req, c.versionCheck(ctx, rc))
+	runCtx, header := ctx, (*answerHeader)(nil)
+	if cont != nil { // one answer, one header
+		runCtx, header = captureHeader(ctx)
+	}
+	err = c.runTokens(runCtx, id, legID, in, false, cont, func(req *coordinatorv1.TokensRequest, rc *steps.RequestContext) error {
+		sink := tokens.NewUnarySink(req, c.versionCheck(runCtx, rc))
 		rc.Sink = sink
-		if err := c.run(ctx, rc, "Generate"); err != nil {
+		if err := c.run(runCtx, rc, "Generate"); err != nil {
 			return err
 		}
 		answer = sink.Answer()
@@ -36,6 +40,7 @@ func (c *Coordinator) generateTokens(ctx context.Context, id, legID string, in *
 		}
 		return nil
 	})
+	header.flush(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -222,12 +223,15 @@ func TestAUnaryRolloutIsContinued(t *testing.T) {
 	const rollouts, maxTokens = 4, 60
 	r := startRLStack(t, sim.Options{Engines: sim.EngineCounts{Decode: 2}, TokenDelay: 20 * time.Millisecond})
 	ctx := t.Context()
+	_, err := r.control.ListWorkers(ctx, &coordinatorv1.ListWorkersRequest{}) // the fleet's version: v1
+	require.NoError(t, err)
 	out := make(chan continued, rollouts)
 	for i := range rollouts {
 		go func() {
 			ro := continued{id: fmt.Sprintf("unary-%d", i), prompt: []uint32{uint32(500 + i), 11, 12}}
+			var md metadata.MD
 			resp, err := r.gen.Generate(context.Background(), &coordinatorv1.GenerateRequest{RequestId: ro.id,
-				Input: &coordinatorv1.GenerateRequest_Tokens{Tokens: tokensRequest(ro.prompt, maxTokens)}})
+				Input: &coordinatorv1.GenerateRequest_Tokens{Tokens: tokensRequest(ro.prompt, maxTokens)}}, grpc.Header(&md))
 			ro.err = err
 			if err == nil {
 				var views []choiceView
@@ -237,13 +241,16 @@ func TestAUnaryRolloutIsContinued(t *testing.T) {
 				}
 				ro.usage, ro.usages = resp.GetTokens().GetUsage(), 1
 			}
+			if ro.err == nil && !slices.Equal(md.Get("x-weight-version"), []string{"v1,v2"}) {
+				ro.err = fmt.Errorf("one x-weight-version header naming both versions, got %q", md.Get("x-weight-version"))
+			}
 			out <- ro
 		}()
 	}
 	for _, e := range r.engines("decode") { // each has v1 tokens
 		require.NoError(t, e.WaitStarted(waitCtx(t), rollouts/2, 3))
 	}
-	_, err := r.control.Pause(ctx, &coordinatorv1.PauseRequest{Mode: "abort"})
+	_, err = r.control.Pause(ctx, &coordinatorv1.PauseRequest{Mode: "abort"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		l, err := r.control.ListWorkers(ctx, &coordinatorv1.ListWorkersRequest{})
