@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -303,12 +303,19 @@ func TestUpstreamFaultsMidStream(t *testing.T) {
 	}
 }
 
-// closedURL is the URL of a port nothing listens on.
+// faultClosedURL is the URL of a port nothing listens on.
 func faultClosedURL(t *testing.T) string {
 	t.Helper()
-	srv := httptest.NewServer(http.NotFoundHandler())
-	srv.Close()
-	return srv.URL
+	// A socket bound and never listening: a connection to its port is
+	// refused, and, unlike a closed listener's port, no other test's
+	// listener can take the port meanwhile.
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	return fmt.Sprintf("http://127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 // TestUpstreamRefused: a gateway or render service that refuses the
