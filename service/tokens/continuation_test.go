@@ -110,3 +110,21 @@ func TestContinuationStream(t *testing.T) {
 	assert.Equal(t, coordinatorv1.FinishReason_FINISH_REASON_ABORT, kept.sent[0].GetTokens().GetChoices()[0].GetFinishReason())
 	assert.False(t, off.Aborted())
 }
+
+// BenchmarkContinuationChunk is what a continued stream adds to each
+// chunk sent while no pause aborts it: the output kept, nothing else.
+func BenchmarkContinuationChunk(b *testing.B) {
+	fs := &discardStream{}
+	c := NewContinuation(&coordinatorv1.TokensRequest{TokenIds: []uint32{1, 2}}, func() bool { return false })
+	stream := c.Stream(fs)
+	choice := &coordinatorv1.TokensChoice{TokenIds: []uint32{42}, Logprobs: []*coordinatorv1.TokenLogprob{{TokenId: 42, Logprob: -0.5}}}
+	chunk := &coordinatorv1.TokensChunk{}
+	msg := &coordinatorv1.GenerateStreamResponse{Chunk: &coordinatorv1.GenerateStreamResponse_Tokens{Tokens: chunk}}
+	b.ReportAllocs()
+	for b.Loop() {
+		chunk.Choices = append(chunk.Choices[:0], choice)
+		if err := stream.Send(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
