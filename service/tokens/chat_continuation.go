@@ -42,8 +42,10 @@ type ChatContinuation struct {
 	content [][]byte
 	// base is the tokens generated before the current run; counted and
 	// usage are the current run's, as its token_ids or logprob entries and
-	// its usage count them (usage -1: none came).
+	// its usage count them (usage -1: none came); perToken: the answer
+	// has token_ids or logprobs, counted is a count.
 	base, counted, usage int
+	perToken             bool
 	// first is the first run's usage, details its raw
 	// prompt_tokens_details; id and created are its raw members.
 	first       *generateUsage
@@ -51,8 +53,9 @@ type ChatContinuation struct {
 	id, created []byte
 	// aborted: the current run ended with an abort held back. broken: an
 	// answer the continuation cannot follow: no abort is held back any
-	// more. next: a continuation run is under way.
-	aborted, broken, next bool
+	// more. next: a continuation run is under way. role: the client has
+	// had the message's role (a delta's).
+	aborted, broken, next, role bool
 	// answer is a unary call's first answer.
 	answer []byte
 }
@@ -81,6 +84,7 @@ type chatRunChoice struct {
 // chatText is a message or delta: its content, and what a continuation
 // cannot carry over (tool calls, reasoning).
 type chatText struct {
+	Role             *string         `json:"role"`
 	Content          *string         `json:"content"`
 	ToolCalls        json.RawMessage `json:"tool_calls"`
 	ReasoningContent *string         `json:"reasoning_content"`
@@ -182,7 +186,8 @@ func isFalse(raw []byte) bool {
 // first run gets it) is doc, which the caller no longer edits; cont
 // decides each abort; maxBytes bounds what is kept of the output.
 func NewChatContinuation(doc *jsonbody.Object, cont func() bool, maxBytes int64) *ChatContinuation {
-	return &ChatContinuation{doc: doc, cont: cont, maxOutput: int(min(maxBytes, 1<<31)), usage: -1}
+	return &ChatContinuation{doc: doc, cont: cont, maxOutput: int(min(maxBytes, 1<<31)), usage: -1,
+		perToken: isTrue(doc, "return_token_ids") || isTrue(doc, bodykeys.Logprobs)}
 }
 
 // Aborted reports whether the last run ended with an abort held back: the
@@ -210,7 +215,7 @@ var errUncounted = errors.New("continuation: the aborted answer did not count it
 // transfer params (they were the first run's); the rest as the client
 // sent it. It starts a new run.
 func (c *ChatContinuation) NextBody() ([]byte, error) {
-	if c.usage < 0 && c.counted == 0 && !c.countsTokens() {
+	if c.usage < 0 && !c.perToken {
 		return nil, errUncounted
 	}
 	raw, _ := c.doc.Get(bodykeys.Messages)
@@ -240,10 +245,6 @@ func (c *ChatContinuation) NextBody() ([]byte, error) {
 	c.aborted, c.next = false, true
 	return body.Bytes(), nil
 }
-
-// countsTokens reports whether the answer counts its tokens one by one
-// (token_ids or logprobs): a run of none is then a count of 0.
-func (c *ChatContinuation) countsTokens() bool { return c.ids != nil || c.content != nil }
 
 // collect takes in a run's choice and usage: its text, token ids and
 // logprob entries, and how many tokens they are. Past maxOutput, or on an

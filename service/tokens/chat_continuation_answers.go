@@ -117,10 +117,10 @@ func (c *ChatContinuation) merged(body []byte) ([]byte, error) {
 // worker sent it. The event that ends a run with an abort held back goes
 // out with finish_reason null (its tokens kept); the rest of that run
 // (usage, [DONE]) does not go out. A continuation run's events carry the
-// first run's id and created, no delta.role (the answer has one
-// assistant message) and no prompt_token_ids (the first run's were the
-// client's); one left with nothing to say does not go out; its usage is
-// the whole answer's.
+// first run's id and created, no delta.role once the client has had one
+// (the answer has one assistant message) and no prompt_token_ids (the
+// first run's were the client's); one left with nothing to say does not
+// go out; its usage is the whole answer's.
 func (c *ChatContinuation) Event(data []byte) ([]byte, error) {
 	if string(data) == "[DONE]" {
 		return c.unlessAborted(data), nil
@@ -139,10 +139,12 @@ func (c *ChatContinuation) Event(data []byte) ([]byte, error) {
 	c.collect(ch, a.Usage)
 	held := c.holds(ch)
 	c.noteFirst(a, data)
+	hadRole := c.role
+	c.role = c.role || (ch != nil && ch.Delta != nil && ch.Delta.Role != nil)
 	if !held && !c.next {
 		return data, nil
 	}
-	return c.rewriteEvent(data, a, held)
+	return c.rewriteEvent(data, a, held, hadRole)
 }
 
 // unlessAborted is data, or nil after an abort held back.
@@ -154,8 +156,8 @@ func (c *ChatContinuation) unlessAborted(data []byte) []byte {
 }
 
 // rewriteEvent writes the event data (read as a) as Event sends it; held:
-// its abort is held back.
-func (c *ChatContinuation) rewriteEvent(data []byte, a *chatAnswer, held bool) ([]byte, error) {
+// its abort is held back; hadRole: the client has had the role before it.
+func (c *ChatContinuation) rewriteEvent(data []byte, a *chatAnswer, held, hadRole bool) ([]byte, error) {
 	root, err := jsonbody.ParseIndexed(data, chatIndex)
 	if err != nil {
 		return nil, fmt.Errorf("decode event: %w", err)
@@ -174,14 +176,14 @@ func (c *ChatContinuation) rewriteEvent(data []byte, a *chatAnswer, held bool) (
 		root.Set("created", c.created)
 	}
 	root.Delete("prompt_token_ids")
-	if ch := firstChoice(root); ch != nil {
+	if ch := firstChoice(root); ch != nil && hadRole {
 		if d := ch.EditObject("delta"); d != nil {
 			d.Delete("role")
 		}
 	}
 	if a.Usage != nil {
 		c.rewriteUsage(root.EditObject("usage"), a.Usage.CompletionTokens)
-	} else if !held && silent(only(a)) {
+	} else if !held && hadRole && silent(only(a)) {
 		return nil, nil
 	}
 	return root.Bytes(), nil

@@ -195,3 +195,35 @@ func TestChatContinuable(t *testing.T) {
 		assert.Equal(t, tc.want, ChatContinuable(doc.Root(), tc.stream), name)
 	}
 }
+
+func TestChatContinuationStreamKeepsARoleNeverSent(t *testing.T) {
+	t.Parallel()
+	c := newChatContinuation(t, `{"model":"m","messages":[],"max_tokens":4,"stream":true,"logprobs":true}`, true, 1<<20)
+	out, err := c.Event([]byte(chunk("a", `{}`, `"abort"`))) // aborted before its first token
+	require.NoError(t, err)
+	assert.JSONEq(t, chunk("a", `{}`, "null"), string(out))
+	_, err = c.Event([]byte("[DONE]"))
+	require.NoError(t, err)
+	require.True(t, c.Aborted())
+	_, err = c.NextBody()
+	require.NoError(t, err)
+	role := chunk("b", `{"role":"assistant","content":""}`, "null")
+	out, err = c.Event([]byte(role))
+	require.NoError(t, err)
+	assert.JSONEq(t, chunk("a", `{"role":"assistant","content":""}`, "null"), string(out), "the answer's one role")
+}
+
+// BenchmarkChatContinuationEvent is the cost a continued stream adds to
+// each chat event no pause aborted.
+func BenchmarkChatContinuationEvent(b *testing.B) {
+	doc, err := requestbody.Parse([]byte(`{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true}}`), legs.FormatChat)
+	require.NoError(b, err)
+	c := NewChatContinuation(doc.Root().Clone(), func() bool { return true }, 1<<30)
+	ev := []byte(chunk("chatcmpl-0123456789abcdef", `{"content":" coordinator"}`, "null"))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Event(ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
