@@ -23,7 +23,8 @@ import (
 // relayed) that a fleet pause aborted, as continuation.go does a tokens
 // request: the abort is held back, the request waits for the resume and
 // runs again with the prompt and the output so far as its token_ids
-// (tokens.GenerateContinuation), and the client gets one answer.
+// (tokens.GenerateContinuation), and the client gets one answer. A chat
+// runs and answers the same way (continue_chat.go).
 
 // continuedGenerate is a REST request whose answer is relayed (generate,
 // or chat: continue_chat.go) that the coordinator continues across
