@@ -23,21 +23,28 @@ import (
 // relayed) that a fleet pause aborted, as continuation.go does a tokens
 // request: the abort is held back, the request waits for the resume and
 // runs again with the prompt and the output so far as its token_ids
-// (tokens.GenerateContinuation), and the client gets one answer.
+// (tokens.GenerateContinuation), and the client gets one answer. A chat
+// runs and answers the same way (continue_chat.go).
 
-// continuedGenerate is a REST generate request the coordinator continues
-// across pauses.
+// continuedGenerate is a REST request whose answer is relayed (generate,
+// or chat: continue_chat.go) that the coordinator continues across
+// pauses; endpoint is its API's.
 type continuedGenerate struct {
-	*tokens.GenerateContinuation
+	relayedContinuation
 	pauseWatch
+	endpoint coordinatorv1.Endpoint
 }
 
 // generateContinuation is how the request of rc is continued across a
 // pause: a generate body, the control plane on, sampling_params.n at most
-// 1, and the client did not opt out (headers.ContinueOnPause "false").
-// nil: an abort reaches the client as the worker sent it. Call it before
-// the first run: it keeps rc's document as the run gets it.
+// 1, and the client did not opt out (headers.ContinueOnPause "false"); a
+// chat as chatContinuation says. nil: an abort reaches the client as the
+// worker sent it. Call it before the first run: it keeps rc's document as
+// the run gets it.
 func (c *Coordinator) generateContinuation(ctx context.Context, id string, rc *steps.RequestContext) (*continuedGenerate, error) {
+	if rc.Format == legs.FormatChat {
+		return c.chatContinuation(ctx, id, rc)
+	}
 	if rc.Format != legs.FormatGenerate {
 		return nil, nil
 	}
@@ -45,8 +52,8 @@ func (c *Coordinator) generateContinuation(ctx context.Context, id string, rc *s
 	if err != nil || !on || c.hold == nil || !tokens.GenerateContinuable(rc.Doc.Root()) {
 		return nil, err
 	}
-	r := &continuedGenerate{pauseWatch: pauseWatch{hold: c.hold}}
-	r.GenerateContinuation = tokens.NewGenerateContinuation(rc.Doc.Root().Clone(), r.continues, c.maxAnswer)
+	r := &continuedGenerate{pauseWatch: pauseWatch{hold: c.hold}, endpoint: coordinatorv1.Endpoint_ENDPOINT_GENERATE}
+	r.relayedContinuation = tokens.NewGenerateContinuation(rc.Doc.Root().Clone(), r.continues, c.maxAnswer)
 	return r, nil
 }
 
@@ -74,7 +81,7 @@ func (c *Coordinator) nextGenerateContext(ctx context.Context, id, leg string, c
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v (request_id: %s)", err, id)
 	}
-	in := &coordinatorv1.OpenAIRequest{Endpoint: coordinatorv1.Endpoint_ENDPOINT_GENERATE, Json: body}
+	in := &coordinatorv1.OpenAIRequest{Endpoint: cont.endpoint, Json: body}
 	rc, err := newRequestContext(ctx, id, in, requestbody.Limits{}, nil)
 	if err != nil {
 		return nil, err

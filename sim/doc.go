@@ -16,7 +16,9 @@
 // "logprobs": null. Usage counts the prompt's token IDs, or one token per four
 // bytes of messages/prompt JSON when the body carries none. A request without
 // max_tokens gets [Options.OutputTokens] tokens and finish_reason "stop";
-// with it, exactly max_tokens and "length".
+// with it, exactly max_tokens and "length". A chat continuing its final
+// assistant message (continue_final_message) whose content is the first k
+// tokens of the chat text ([ChatText]) goes on from token k.
 //
 // The OpenAI Responses (/v1/responses) and Anthropic Messages
 // (/v1/messages) endpoints answer the same text in their own shapes (one

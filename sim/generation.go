@@ -20,7 +20,9 @@ type generation struct {
 	finish  string
 	// prompt is the request's token IDs; seed and done are the earlier
 	// prompt and the output it continues (continuationOf), which seed the
-	// generate token IDs and logprobs (seed is prompt and done 0 otherwise).
+	// generate token IDs and logprobs (seed is prompt and done 0 otherwise);
+	// a chat continuing its final message goes on from token done
+	// (chatDone).
 	prompt       []uint32
 	seed         []uint32
 	done         int
@@ -94,8 +96,11 @@ func (s *Sim) newGeneration(call legCall, req *workerRequest, model string) *gen
 		g.includeUsage = so.IncludeUsage
 	}
 	g.seed = g.prompt
-	if req.format == formatGenerate {
+	switch req.format {
+	case formatGenerate:
 		g.seed, g.done = continuationOf(g.prompt)
+	case formatChat:
+		g.done = req.chatDone() // continue_chat.go
 	}
 	g.id = s.responseID(req, call.requestID)
 	return g
@@ -132,7 +137,7 @@ func (g *generation) word(c, i int) sentenceToken {
 	if g.format == formatGenerate {
 		return wordAt(completionStart(g.seed, c) + g.done + i)
 	}
-	return wordAt(i)
+	return wordAt(g.done + i)
 }
 
 // write answers as JSON or SSE, honouring the delays and ctx.

@@ -98,6 +98,9 @@ type renderRequest struct {
 	Seed                json.RawMessage `json:"seed"`
 	Stop                json.RawMessage `json:"stop"`
 	MinTokens           json.RawMessage `json:"min_tokens"`
+
+	// ContinueFinalMessage leaves the final message open (continue_chat.go).
+	ContinueFinalMessage *bool `json:"continue_final_message"`
 }
 
 // renderOutput is vLLM's GenerateRequest as render returns it.
@@ -189,8 +192,7 @@ func (s *Sim) renderChat(body []byte, requestID string) (any, *apiError) {
 	if err != nil {
 		return nil, &apiError{status: http.StatusInternalServerError, message: "sim: " + err.Error()}
 	}
-	addGen := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
-	ids, images, apiErr := tok.applyChatTemplate(req.Messages, addGen)
+	ids, images, apiErr := req.chatIDs(tok)
 	if apiErr != nil {
 		return nil, apiErr
 	}

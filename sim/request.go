@@ -80,6 +80,9 @@ type workerRequest struct {
 	Logprobs json.RawMessage `json:"logprobs"`
 	// Echo is the completions echo.
 	Echo bool `json:"echo"`
+	// continueFlags ask a chat to continue its final message
+	// (continue_chat.go).
+	continueFlags
 
 	// Derived by parseWorkerRequest.
 	format     format
@@ -190,6 +193,9 @@ func (req *workerRequest) readPrompt() *apiError {
 	case formatChat:
 		if isNull(req.Messages) {
 			return badRequest("messages: field required")
+		}
+		if _, err := req.continueFlags.asked(); err != nil {
+			return err
 		}
 		if req.Tokens != nil && len(req.Tokens.TokenIDs) > 0 {
 			req.promptIDs = req.Tokens.TokenIDs
