@@ -91,8 +91,11 @@ func (h *Hold) Open() int {
 		return 0
 	}
 	h.closed.Store(false)
+	// Counted before the waiters wake: each leaves the count as it goes
+	// (a waiter joins it under h.mu, which Open holds).
+	n := int(h.waiting.Load())
 	close(h.opened)
-	return int(h.waiting.Load())
+	return n
 }
 
 // Closed reports whether new requests are held.
