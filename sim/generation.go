@@ -42,6 +42,9 @@ type generation struct {
 	echo, echoOnly bool
 	echoText       string
 	echoK          int // the prompt_logprobs behind an echo's logprobs
+	// returnTokenIDs: a completions answer names its token IDs
+	// (continue_completion.go).
+	returnTokenIDs bool
 	// sent counts, per choice, the code points a stream has sent.
 	sent []int
 	// kv is the prefill's kv_transfer_params answer (nil on decode).
@@ -101,6 +104,9 @@ func (s *Sim) newGeneration(call legCall, req *workerRequest, model string) *gen
 		g.seed, g.done = continuationOf(g.prompt)
 	case formatChat:
 		g.done = req.chatDone() // continue_chat.go
+	case formatCompletions:
+		g.done = req.completionDone() // continue_completion.go
+		g.returnTokenIDs = req.ReturnTokenIDs
 	}
 	g.id = s.responseID(req, call.requestID)
 	return g
@@ -240,6 +246,9 @@ type completionChoice struct {
 	Logprobs       json.RawMessage `json:"logprobs"`
 	FinishReason   string          `json:"finish_reason"`
 	PromptLogprobs json.RawMessage `json:"prompt_logprobs,omitempty"`
+	// PromptTokenIDs and TokenIDs answer return_token_ids.
+	PromptTokenIDs []uint32 `json:"prompt_token_ids,omitempty"`
+	TokenIDs       []uint32 `json:"token_ids,omitempty"`
 }
 
 // generateResponse is vLLM's GenerateResponse.
@@ -314,6 +323,9 @@ func (g *generation) response() any {
 		for c := range r.Choices {
 			r.Choices[c] = completionChoice{Index: c, Text: g.echoText + g.text(c), Logprobs: g.completionLogprobs(c, 0, g.tokens),
 				FinishReason: g.finish, PromptLogprobs: promptLogprobs}
+			if g.returnTokenIDs {
+				r.Choices[c].PromptTokenIDs, r.Choices[c].TokenIDs = g.prompt, g.completionTokenIDs(c, 0, g.tokens)
+			}
 		}
 		return r
 	}
