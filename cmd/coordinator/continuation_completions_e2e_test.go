@@ -302,3 +302,29 @@ func TestACompletionNotContinuableKeepsTheAbort(t *testing.T) {
 	_, err = r.control.Resume(t.Context(), &coordinatorv1.ResumeRequest{})
 	require.NoError(t, err)
 }
+
+// TestACompletionNotPausedIsRelayedAsIs: with the continuation on, a
+// completion no pause aborted (return_token_ids, unary and streamed with
+// the usage) is the very bytes the coordinator relays with it off (opted
+// out), but for the leg's id and the time.
+func TestACompletionNotPausedIsRelayedAsIs(t *testing.T) {
+	t.Parallel()
+	r := startRLStack(t, sim.Options{Engines: sim.EngineCounts{Prefill: 1, Decode: 1}})
+	optOut := http.Header{"X-Coordinator-Continue-On-Pause": {"false"}}
+	for _, ro := range completionRollouts("cmpl-asis", 2, 7, `,"return_token_ids":true`) {
+		var answers [2][]string
+		for i, h := range []http.Header{nil, optOut} {
+			run := &restCompletion{id: fmt.Sprintf("%s-%d", ro.id, i), stream: ro.stream, body: ro.body}
+			r.postCompletion(t.Context(), run, h)
+			require.NoError(t, run.err)
+			require.Equal(t, http.StatusOK, run.status, "%v", run.raw)
+			require.Equal(t, sim.ChatText(7), run.text.String())
+			require.Len(t, run.tokens, 7, "not vacuous: the token ids")
+			for _, a := range run.raw {
+				answers[i] = append(answers[i], chatVarying.ReplaceAllString(a, `"-":0`))
+			}
+		}
+		assert.Equal(t, answers[1], answers[0], "stream %t: the worker's answer as relayed without the continuation", ro.stream)
+		assert.Contains(t, answers[0][0], `"-":0`, "stream %t: not vacuous", ro.stream)
+	}
+}
