@@ -164,13 +164,17 @@ func collectCompletions(t *testing.T, ch <-chan *restCompletion, n int) map[stri
 func completionPrompt(i int) []uint32 { return []uint32{9000 + uint32(i), 9100, 9101} }
 
 // completionRollouts are n completions (ids prefix-i) of a token-ID
-// prompt, ignore_eos and maxTokens, every other one streamed with the
-// usage; extra members appended.
-func completionRollouts(prefix string, n, maxTokens int, extra string) []*restCompletion {
+// prompt (the last texts of them a text prompt, which the render step
+// tokenizes), ignore_eos and maxTokens, every other one streamed with
+// the usage; extra members appended.
+func completionRollouts(prefix string, n, texts, maxTokens int, extra string) []*restCompletion {
 	out := make([]*restCompletion, n)
 	for i := range out {
 		stream := i%2 == 1
 		prompt, _ := json.Marshal(completionPrompt(i))
+		if i >= n-texts {
+			prompt, _ = json.Marshal(fmt.Sprintf("rollout %d", i))
+		}
 		body := fmt.Sprintf(`{"model":%q,"prompt":%s,"max_tokens":%d,"ignore_eos":true%s`, sim.DefaultModel, prompt, maxTokens, extra)
 		if stream {
 			body += `,"stream":true,"stream_options":{"include_usage":true}`
@@ -180,27 +184,28 @@ func completionRollouts(prefix string, n, maxTokens int, extra string) []*restCo
 	return out
 }
 
-// TestACompletionPauseAbortIsContinued: 8 REST completions rollouts (4
-// streamed with the usage) of a token-ID prompt and return_token_ids in
-// flight through render and P/D; a pause (abort) ends each on its engine,
+// TestACompletionPauseAbortIsContinued: 10 REST completions rollouts (5
+// streamed with the usage) of a token-ID prompt (2 of a text prompt the
+// render step tokenizes) and return_token_ids in flight through render
+// and P/D; a pause (abort) ends each on its engine,
 // the coordinator holds it, v2 is set, the resume continues it. Each
 // client gets one answer: the uninterrupted text and token_ids, one
-// finish_reason (length), the uninterrupted usage once, the client's
-// prompt_token_ids once; a stream one id and one [DONE]. Each rollout's
+// finish_reason (length), the uninterrupted usage once, the prompt's
+// token ids once; a stream one id and one [DONE]. Each rollout's
 // second decode leg is its continuation: a new leg id, prefilled again,
 // its prompt the client's and the output so far, the budget left.
 func TestACompletionPauseAbortIsContinued(t *testing.T) {
 	t.Parallel()
-	const rollouts, maxTokens = 8, 60
+	const rollouts, texts, maxTokens = 10, 2, 60
 	const ids = `,"return_token_ids":true`
 	r := startRLStack(t, sim.Options{Engines: sim.EngineCounts{Prefill: 2, Decode: 2}, TokenDelay: 50 * time.Millisecond})
 	_, err := r.control.ListWorkers(t.Context(), &coordinatorv1.ListWorkersRequest{}) // the fleet's version is known: v1
 	require.NoError(t, err)
-	out := r.startCompletions(completionRollouts("cmpl-cont", rollouts, maxTokens, ids), nil)
+	out := r.startCompletions(completionRollouts("cmpl-cont", rollouts, texts, maxTokens, ids), nil)
 	r.pauseAcross(t, rollouts/2, rollouts)
 	got := collectCompletions(t, out, rollouts)
 
-	uninterrupted := collectCompletions(t, r.startCompletions(completionRollouts("cmpl-whole", rollouts, maxTokens, ids), nil), rollouts)
+	uninterrupted := collectCompletions(t, r.startCompletions(completionRollouts("cmpl-whole", rollouts, texts, maxTokens, ids), nil), rollouts)
 	streamed := 0
 	for i := range rollouts {
 		ro, whole := got[fmt.Sprintf("cmpl-cont-%d", i)], uninterrupted[fmt.Sprintf("cmpl-whole-%d", i)]
@@ -208,11 +213,16 @@ func TestACompletionPauseAbortIsContinued(t *testing.T) {
 		require.Equal(t, http.StatusOK, whole.status, "%v", whole.raw)
 		require.Equal(t, sim.ChatText(maxTokens), whole.text.String(), "not vacuous: the simulator's text")
 		require.Len(t, whole.tokens, maxTokens, "not vacuous: the simulator's token ids")
-		assertCompletionUninterrupted(t, ro, whole, completionPrompt(i))
+		require.Len(t, whole.prompts, 1, "the prompt's token ids")
+		prompt := whole.prompts[0]
+		if i < rollouts-texts {
+			require.Equal(t, completionPrompt(i), prompt, "the client's token ids")
+		}
+		assertCompletionUninterrupted(t, ro, whole, prompt)
 		if ro.stream {
 			streamed++
 		}
-		assertCompletionContinuationLegs(t, r, ro.id, completionPrompt(i), whole.tokens)
+		assertCompletionContinuationLegs(t, r, ro.id, prompt, whole.tokens)
 	}
 	assert.Equal(t, rollouts/2, streamed)
 }
@@ -226,7 +236,7 @@ func assertCompletionUninterrupted(t *testing.T, ro, whole *restCompletion, prom
 	require.Equal(t, http.StatusOK, ro.status, "%s: %v", id, ro.raw)
 	assert.Equal(t, whole.text.String(), ro.text.String(), "%s: the uninterrupted text, every token once", id)
 	assert.Equal(t, whole.tokens, ro.tokens, "%s: the uninterrupted token ids", id)
-	assert.Equal(t, [][]uint32{prompt}, ro.prompts, "%s: the client's prompt ids, once", id)
+	assert.Equal(t, [][]uint32{prompt}, ro.prompts, "%s: the prompt's ids, once", id)
 	assert.Equal(t, []string{"length"}, ro.finishes, "%s: one finish_reason, the real end", id)
 	assert.Equal(t, 1, ro.usages, "%s: usage once", id)
 	assert.Equal(t, whole.usage, ro.usage, "%s: one uninterrupted answer's usage", id)
@@ -277,8 +287,8 @@ func TestACompletionNotContinuableKeepsTheAbort(t *testing.T) {
 	t.Parallel()
 	const maxTokens = 400
 	r := startRLStack(t, sim.Options{Engines: sim.EngineCounts{Decode: 2}, TokenDelay: 20 * time.Millisecond})
-	rollouts := append(completionRollouts("cmpl-noids", 2, maxTokens, ""),
-		completionRollouts("cmpl-logprobs", 2, maxTokens, `,"return_token_ids":true,"logprobs":1`)...)
+	rollouts := append(completionRollouts("cmpl-noids", 2, 0, maxTokens, ""),
+		completionRollouts("cmpl-logprobs", 2, 0, maxTokens, `,"return_token_ids":true,"logprobs":1`)...)
 	out := r.startCompletions(rollouts, nil)
 	for _, e := range r.engines("decode") {
 		require.NoError(t, e.WaitStarted(waitCtx(t), len(rollouts)/2, 3))
@@ -311,7 +321,7 @@ func TestACompletionNotPausedIsRelayedAsIs(t *testing.T) {
 	t.Parallel()
 	r := startRLStack(t, sim.Options{Engines: sim.EngineCounts{Prefill: 1, Decode: 1}})
 	optOut := http.Header{"X-Coordinator-Continue-On-Pause": {"false"}}
-	for _, ro := range completionRollouts("cmpl-asis", 2, 7, `,"return_token_ids":true`) {
+	for _, ro := range completionRollouts("cmpl-asis", 2, 0, 7, `,"return_token_ids":true`) {
 		var answers [2][]string
 		for i, h := range []http.Header{nil, optOut} {
 			run := &restCompletion{id: fmt.Sprintf("%s-%d", ro.id, i), stream: ro.stream, body: ro.body}
