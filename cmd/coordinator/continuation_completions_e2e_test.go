@@ -37,6 +37,7 @@ type restCompletion struct {
 	usages   int
 	done     int
 	status   int
+	header   http.Header
 	err      error
 }
 
@@ -100,7 +101,7 @@ func (r *rlStack) postCompletion(ctx context.Context, ro *restCompletion, header
 		return
 	}
 	defer resp.Body.Close()
-	ro.status = resp.StatusCode
+	ro.status, ro.header = resp.StatusCode, resp.Header
 	if !ro.stream || resp.StatusCode != http.StatusOK {
 		body, err := io.ReadAll(resp.Body)
 		if ro.err = err; err == nil {
@@ -241,6 +242,10 @@ func assertCompletionUninterrupted(t *testing.T, ro, whole *restCompletion, prom
 	assert.Equal(t, 1, ro.usages, "%s: usage once", id)
 	assert.Equal(t, whole.usage, ro.usage, "%s: one uninterrupted answer's usage", id)
 	if !ro.stream {
+		for _, k := range []string{"Date", "Server-Timing"} {
+			assert.Len(t, ro.header.Values(k), 1, "%s: one answer's header %s", id, k)
+		}
+		assert.Equal(t, []string{"v1,v2"}, ro.header.Values("X-Weight-Version"), "%s: the versions of the whole answer", id)
 		return
 	}
 	for _, ev := range ro.raw {
