@@ -22,7 +22,8 @@ type generation struct {
 	// prompt and the output it continues (continuationOf), which seed the
 	// generate token IDs and logprobs (seed is prompt and done 0 otherwise);
 	// a chat continuing its final message goes on from token done
-	// (chatDone).
+	// (chatDone), and so does a completions prompt ending with the output
+	// (completionDone).
 	prompt       []uint32
 	seed         []uint32
 	done         int
