@@ -38,12 +38,16 @@ type continuedGenerate struct {
 // generateContinuation is how the request of rc is continued across a
 // pause: a generate body, the control plane on, sampling_params.n at most
 // 1, and the client did not opt out (headers.ContinueOnPause "false"); a
-// chat as chatContinuation says. nil: an abort reaches the client as the
+// chat as chatContinuation says, a completion as completionContinuation
+// (continue_completion.go). nil: an abort reaches the client as the
 // worker sent it. Call it before the first run: it keeps rc's document as
 // the run gets it.
 func (c *Coordinator) generateContinuation(ctx context.Context, id string, rc *steps.RequestContext) (*continuedGenerate, error) {
 	if rc.Format == legs.FormatChat {
 		return c.chatContinuation(ctx, id, rc)
+	}
+	if rc.Format == legs.FormatCompletions {
+		return c.completionContinuation(ctx, id, rc)
 	}
 	if rc.Format != legs.FormatGenerate {
 		return nil, nil

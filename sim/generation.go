@@ -22,7 +22,8 @@ type generation struct {
 	// prompt and the output it continues (continuationOf), which seed the
 	// generate token IDs and logprobs (seed is prompt and done 0 otherwise);
 	// a chat continuing its final message goes on from token done
-	// (chatDone).
+	// (chatDone), and so does a completions prompt ending with the output
+	// (completionDone).
 	prompt       []uint32
 	seed         []uint32
 	done         int
@@ -42,6 +43,9 @@ type generation struct {
 	echo, echoOnly bool
 	echoText       string
 	echoK          int // the prompt_logprobs behind an echo's logprobs
+	// returnTokenIDs: a completions answer names its token IDs
+	// (continue_completion.go).
+	returnTokenIDs bool
 	// sent counts, per choice, the code points a stream has sent.
 	sent []int
 	// kv is the prefill's kv_transfer_params answer (nil on decode).
@@ -101,6 +105,9 @@ func (s *Sim) newGeneration(call legCall, req *workerRequest, model string) *gen
 		g.seed, g.done = continuationOf(g.prompt)
 	case formatChat:
 		g.done = req.chatDone() // continue_chat.go
+	case formatCompletions:
+		g.done = req.completionDone() // continue_completion.go
+		g.returnTokenIDs = req.ReturnTokenIDs
 	}
 	g.id = s.responseID(req, call.requestID)
 	return g
@@ -240,6 +247,9 @@ type completionChoice struct {
 	Logprobs       json.RawMessage `json:"logprobs"`
 	FinishReason   string          `json:"finish_reason"`
 	PromptLogprobs json.RawMessage `json:"prompt_logprobs,omitempty"`
+	// PromptTokenIDs and TokenIDs answer return_token_ids.
+	PromptTokenIDs []uint32 `json:"prompt_token_ids,omitempty"`
+	TokenIDs       []uint32 `json:"token_ids,omitempty"`
 }
 
 // generateResponse is vLLM's GenerateResponse.
@@ -314,6 +324,9 @@ func (g *generation) response() any {
 		for c := range r.Choices {
 			r.Choices[c] = completionChoice{Index: c, Text: g.echoText + g.text(c), Logprobs: g.completionLogprobs(c, 0, g.tokens),
 				FinishReason: g.finish, PromptLogprobs: promptLogprobs}
+			if g.returnTokenIDs {
+				r.Choices[c].PromptTokenIDs, r.Choices[c].TokenIDs = g.prompt, g.completionTokenIDs(c, 0, g.tokens)
+			}
 		}
 		return r
 	}

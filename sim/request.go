@@ -80,6 +80,9 @@ type workerRequest struct {
 	Logprobs json.RawMessage `json:"logprobs"`
 	// Echo is the completions echo.
 	Echo bool `json:"echo"`
+	// ReturnTokenIDs asks a completions answer for its token IDs
+	// (continue_completion.go).
+	ReturnTokenIDs bool `json:"return_token_ids"`
 	// continueFlags ask a chat to continue its final message
 	// (continue_chat.go).
 	continueFlags

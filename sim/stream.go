@@ -188,7 +188,9 @@ func (g *generation) appendTokenEvent(b, head []byte, c, i int) []byte {
 		b = append(b, `,"logprobs":`...)
 		b = append(b, g.completionLogprobs(c, i, i+1)...)
 		g.sent[c] += utf8.RuneCountInString(text)
-		b = append(b, `,"finish_reason":null}]}`...)
+		b = append(b, `,"finish_reason":null`...)
+		b = g.appendCompletionTokenIDs(b, word.id, i)
+		b = append(b, `}]}`...)
 	default:
 		b = append(b, `,"logprobs":`...)
 		if g.logprobs >= 0 {
