@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"strconv"
 
 	"github.com/coordinator-project/coordinator/internal/jsonbody"
 	"github.com/coordinator-project/coordinator/internal/requestbody"
@@ -46,10 +45,9 @@ type ChatContinuation struct {
 	// has token_ids or logprobs, counted is a count.
 	base, counted, usage int
 	perToken             bool
-	// first is the first run's usage, details its raw
-	// prompt_tokens_details; id and created are its raw members.
-	first       *generateUsage
-	details     []byte
+	// first is what the answer's usage takes of the first run's; id and
+	// created are its raw members.
+	first       firstUsage
 	id, created []byte
 	// aborted: the current run ended with an abort held back. broken: an
 	// answer the continuation cannot follow: no abort is held back any
@@ -298,7 +296,7 @@ func (c *ChatContinuation) addTokens(ch *chatRunChoice) {
 }
 
 // noteFirst keeps what the whole answer takes of the first run's (a, read
-// of data): its usage and raw prompt_tokens_details, its id and created.
+// of data): its usage (firstUsage), its id and created.
 func (c *ChatContinuation) noteFirst(a *chatAnswer, data []byte) {
 	if c.next {
 		return
@@ -306,34 +304,18 @@ func (c *ChatContinuation) noteFirst(a *chatAnswer, data []byte) {
 	if c.id == nil && a.ID != nil {
 		c.id, c.created = a.ID, a.Created
 	}
-	if c.first != nil || a.Usage == nil {
+	if c.first.set || a.Usage == nil {
 		return
 	}
-	c.first = a.Usage
-	root, err := jsonbody.ParseIndexed(data, chatIndex)
-	if err != nil {
-		return
+	var usage *jsonbody.Object
+	if root, err := jsonbody.ParseIndexed(data, chatIndex); err == nil {
+		usage = root.Object("usage")
 	}
-	if usage := root.Object("usage"); usage != nil {
-		if raw, ok := usage.Get("prompt_tokens_details"); ok {
-			c.details = bytes.Clone(raw)
-		}
-	}
+	c.first.keep(a.Usage.PromptTokens, usage)
 }
 
 // rewriteUsage makes usage, a continuation run's (completion tokens n),
-// the whole answer's: the client's prompt, every output token.
+// the whole answer's.
 func (c *ChatContinuation) rewriteUsage(usage *jsonbody.Object, n uint32) {
-	if usage == nil || c.first == nil {
-		return
-	}
-	prompt, completion := uint64(c.first.PromptTokens), uint64(c.base)+uint64(n)
-	usage.Set("prompt_tokens", strconv.AppendUint(nil, prompt, 10))
-	usage.Set("completion_tokens", strconv.AppendUint(nil, completion, 10))
-	usage.Set("total_tokens", strconv.AppendUint(nil, prompt+completion, 10))
-	if c.details != nil {
-		usage.Set("prompt_tokens_details", c.details)
-	} else {
-		usage.Delete("prompt_tokens_details")
-	}
+	c.first.rewrite(usage, uint64(c.base)+uint64(n))
 }

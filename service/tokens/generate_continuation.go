@@ -1,7 +1,6 @@
 package tokens
 
 import (
-	"bytes"
 	"errors"
 	"slices"
 	"strconv"
@@ -37,10 +36,9 @@ type GenerateContinuation struct {
 	base   int
 	// spans are the weight versions of output before base.
 	spans []*coordinatorv1.WeightVersionSpan
-	// first is the first run's usage and its raw prompt_tokens_details
-	// (nil: none); requestID is its raw request_id.
-	first     *coordinatorv1.Usage
-	details   []byte
+	// first is what the answer's usage takes of the first run's;
+	// requestID is its raw request_id.
+	first     firstUsage
 	requestID []byte
 	// aborted: the current run ended with an abort held back. broken: an
 	// answer the continuation cannot follow (unreadable, several choices,
@@ -191,34 +189,17 @@ func firstChoice(root *jsonbody.Object) *jsonbody.Object {
 	return choices.EditObject(0)
 }
 
-// noteFirst keeps what the whole answer's usage takes of the first run's:
-// its prompt tokens and cached tokens, and the raw prompt_tokens_details.
+// noteFirst keeps what the whole answer's usage takes of the first run's
+// (u, in root).
 func (g *GenerateContinuation) noteFirst(u *generateUsage, root *jsonbody.Object) {
-	if g.first != nil || u == nil {
-		return
-	}
-	g.first = u.proto()
-	if usage := root.Object("usage"); usage != nil {
-		if raw, ok := usage.Get("prompt_tokens_details"); ok {
-			g.details = bytes.Clone(raw)
-		}
+	if u != nil {
+		g.first.keep(u.PromptTokens, root.Object("usage"))
 	}
 }
 
-// rewriteUsage makes usage, a continuation run's, the whole answer's: the
-// client's prompt (the first run's prompt tokens and details), every
-// output token.
+// rewriteUsage makes usage, a continuation run's (u), the whole answer's.
 func (g *GenerateContinuation) rewriteUsage(usage *jsonbody.Object, u *generateUsage) {
-	if usage == nil || u == nil || g.first == nil {
-		return
-	}
-	prompt, completion := uint64(g.first.GetPromptTokens()), uint64(g.base)+uint64(u.CompletionTokens)
-	usage.Set("prompt_tokens", strconv.AppendUint(nil, prompt, 10))
-	usage.Set("completion_tokens", strconv.AppendUint(nil, completion, 10))
-	usage.Set("total_tokens", strconv.AppendUint(nil, prompt+completion, 10))
-	if g.details != nil {
-		usage.Set("prompt_tokens_details", g.details)
-	} else {
-		usage.Delete("prompt_tokens_details")
+	if u != nil {
+		g.first.rewrite(usage, uint64(g.base)+uint64(u.CompletionTokens))
 	}
 }
