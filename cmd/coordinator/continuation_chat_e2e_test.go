@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -98,41 +96,7 @@ func rolloutChat(content string, maxTokens int, stream bool, extra string) strin
 // postChat sends the rollout with header and reads its answer (on any
 // goroutine: it reports, never fails the test).
 func (r *rlStack) postChat(ctx context.Context, ro *restChat, header http.Header) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.st.restURL+"/v1/chat/completions", strings.NewReader(ro.body))
-	if err != nil {
-		ro.err = err
-		return
-	}
-	req.Header = header.Clone()
-	if req.Header == nil {
-		req.Header = http.Header{}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Request-Id", ro.id)
-	resp, err := r.st.client.Do(req)
-	if err != nil {
-		ro.err = err
-		return
-	}
-	defer resp.Body.Close()
-	ro.status, ro.header = resp.StatusCode, resp.Header
-	if !ro.stream || resp.StatusCode != http.StatusOK {
-		body, err := io.ReadAll(resp.Body)
-		if ro.err = err; err == nil {
-			ro.err = ro.read(string(body))
-		}
-		return
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			if ro.err = ro.read(data); ro.err != nil {
-				return
-			}
-		}
-	}
-	ro.err = sc.Err()
+	ro.status, ro.header, ro.err = r.postRollout(ctx, "/v1/chat/completions", ro.id, ro.body, ro.stream, header, ro.read)
 }
 
 // startChats sends the rollouts (each once) and returns a channel of their
@@ -157,22 +121,7 @@ func (r *rlStack) startChats(rollouts []*restChat, header http.Header) <-chan *r
 	return out
 }
 
-// collectChats reads n outcomes, each id once.
-func collectChats(t *testing.T, ch <-chan *restChat, n int) map[string]*restChat {
-	t.Helper()
-	got := map[string]*restChat{}
-	for range n {
-		select {
-		case ro := <-ch:
-			_, dup := got[ro.id]
-			require.False(t, dup, "rollout %s answered twice", ro.id)
-			got[ro.id] = ro
-		case <-time.After(3 * time.Minute):
-			t.Fatalf("%d of %d rollouts answered", len(got), n)
-		}
-	}
-	return got
-}
+func (ro *restChat) rolloutID() string { return ro.id }
 
 // chatRollouts are n chats (ids prefix-i) of maxTokens, every other one
 // streamed with the usage.
@@ -227,10 +176,10 @@ func TestAChatPauseAbortIsContinued(t *testing.T) {
 	require.NoError(t, err)
 	out := r.startChats(chatRollouts("chat-cont", rollouts, maxTokens), nil)
 	r.pauseAcross(t, rollouts/2, rollouts) // round robin: 8 decode legs on each engine
-	got := collectChats(t, out, rollouts)
+	got := collectRollouts(t, out, rollouts)
 
 	// The same chats, uninterrupted: the answers to be.
-	uninterrupted := collectChats(t, r.startChats(chatRollouts("chat-whole", rollouts, maxTokens), nil), rollouts)
+	uninterrupted := collectRollouts(t, r.startChats(chatRollouts("chat-whole", rollouts, maxTokens), nil), rollouts)
 	streamed := 0
 	for i := range rollouts {
 		id := fmt.Sprintf("chat-cont-%d", i)
@@ -324,7 +273,7 @@ func TestAChatNotContinuableKeepsTheAbort(t *testing.T) {
 	}
 	_, err := r.control.Pause(t.Context(), &coordinatorv1.PauseRequest{Mode: "abort"})
 	require.NoError(t, err)
-	for id, ro := range collectChats(t, out, len(rollouts)) {
+	for id, ro := range collectRollouts(t, out, len(rollouts)) {
 		require.NoError(t, ro.err, id)
 		require.Equal(t, http.StatusOK, ro.status, "%s: %v", id, ro.raw)
 		assert.Equal(t, []string{"abort"}, ro.finishes, id)

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -84,41 +82,7 @@ func (ro *restCompletion) read(data string) error {
 // postCompletion sends the rollout with header and reads its answer (on
 // any goroutine: it reports, never fails the test).
 func (r *rlStack) postCompletion(ctx context.Context, ro *restCompletion, header http.Header) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.st.restURL+"/v1/completions", strings.NewReader(ro.body))
-	if err != nil {
-		ro.err = err
-		return
-	}
-	req.Header = header.Clone()
-	if req.Header == nil {
-		req.Header = http.Header{}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Request-Id", ro.id)
-	resp, err := r.st.client.Do(req)
-	if err != nil {
-		ro.err = err
-		return
-	}
-	defer resp.Body.Close()
-	ro.status, ro.header = resp.StatusCode, resp.Header
-	if !ro.stream || resp.StatusCode != http.StatusOK {
-		body, err := io.ReadAll(resp.Body)
-		if ro.err = err; err == nil {
-			ro.err = ro.read(string(body))
-		}
-		return
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			if ro.err = ro.read(data); ro.err != nil {
-				return
-			}
-		}
-	}
-	ro.err = sc.Err()
+	ro.status, ro.header, ro.err = r.postRollout(ctx, "/v1/completions", ro.id, ro.body, ro.stream, header, ro.read)
 }
 
 // startCompletions sends the rollouts (each once) and returns a channel
@@ -143,22 +107,7 @@ func (r *rlStack) startCompletions(rollouts []*restCompletion, header http.Heade
 	return out
 }
 
-// collectCompletions reads n outcomes, each id once.
-func collectCompletions(t *testing.T, ch <-chan *restCompletion, n int) map[string]*restCompletion {
-	t.Helper()
-	got := map[string]*restCompletion{}
-	for range n {
-		select {
-		case ro := <-ch:
-			_, dup := got[ro.id]
-			require.False(t, dup, "rollout %s answered twice", ro.id)
-			got[ro.id] = ro
-		case <-time.After(3 * time.Minute):
-			t.Fatalf("%d of %d rollouts answered", len(got), n)
-		}
-	}
-	return got
-}
+func (ro *restCompletion) rolloutID() string { return ro.id }
 
 // completionPrompt is rollout i's prompt: token IDs none of which the
 // simulator's output has.
@@ -204,9 +153,9 @@ func TestACompletionPauseAbortIsContinued(t *testing.T) {
 	require.NoError(t, err)
 	out := r.startCompletions(completionRollouts("cmpl-cont", rollouts, texts, maxTokens, ids), nil)
 	r.pauseAcross(t, rollouts/2, rollouts)
-	got := collectCompletions(t, out, rollouts)
+	got := collectRollouts(t, out, rollouts)
 
-	uninterrupted := collectCompletions(t, r.startCompletions(completionRollouts("cmpl-whole", rollouts, texts, maxTokens, ids), nil), rollouts)
+	uninterrupted := collectRollouts(t, r.startCompletions(completionRollouts("cmpl-whole", rollouts, texts, maxTokens, ids), nil), rollouts)
 	streamed := 0
 	for i := range rollouts {
 		ro, whole := got[fmt.Sprintf("cmpl-cont-%d", i)], uninterrupted[fmt.Sprintf("cmpl-whole-%d", i)]
@@ -300,7 +249,7 @@ func TestACompletionNotContinuableKeepsTheAbort(t *testing.T) {
 	}
 	_, err := r.control.Pause(t.Context(), &coordinatorv1.PauseRequest{Mode: "abort"})
 	require.NoError(t, err)
-	for id, ro := range collectCompletions(t, out, len(rollouts)) {
+	for id, ro := range collectRollouts(t, out, len(rollouts)) {
 		require.NoError(t, ro.err, id)
 		require.Equal(t, http.StatusOK, ro.status, "%s: %v", id, ro.raw)
 		assert.Equal(t, []string{"abort"}, ro.finishes, id)

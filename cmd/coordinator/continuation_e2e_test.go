@@ -158,7 +158,7 @@ func TestAPauseAbortIsContinued(t *testing.T) {
 	_, err = r.control.Resume(ctx, &coordinatorv1.ResumeRequest{})
 	require.NoError(t, err)
 
-	for id, ro := range collectContinued(t, inFlight, rollouts) {
+	for id, ro := range collectRollouts(t, inFlight, rollouts) {
 		assertUninterrupted(t, ro, maxTokens)
 		decode := pdLegs(r.sim, id, "decode")
 		require.Len(t, decode, 2, "%s: the aborted leg and its continuation", id)
@@ -168,22 +168,7 @@ func TestAPauseAbortIsContinued(t *testing.T) {
 	assert.Equal(t, fmt.Sprint(rollouts), r.st.scrape(t, `coordinator_continuations_total{outcome="resumed"}`))
 }
 
-// collectContinued reads n outcomes, each id once.
-func collectContinued(t *testing.T, ch <-chan continued, n int) map[string]continued {
-	t.Helper()
-	got := map[string]continued{}
-	for range n {
-		select {
-		case ro := <-ch:
-			_, dup := got[ro.id]
-			require.False(t, dup, "rollout %s answered twice", ro.id)
-			got[ro.id] = ro
-		case <-time.After(2 * time.Minute):
-			t.Fatalf("%d of %d rollouts answered", len(got), n)
-		}
-	}
-	return got
-}
+func (ro continued) rolloutID() string { return ro.id }
 
 // TestPauseAbortEndsTheRolloutsThatOptedOut: a rollout that opted out of
 // the continuation (x-coordinator-continue-on-pause: false) ends at a
@@ -199,7 +184,7 @@ func TestPauseAbortEndsTheRolloutsThatOptedOut(t *testing.T) {
 	waitStarted(t, started, rollouts)
 	_, err := r.control.Pause(ctx, &coordinatorv1.PauseRequest{Mode: "abort"})
 	require.NoError(t, err)
-	for id, ro := range collectContinued(t, inFlight, rollouts) {
+	for id, ro := range collectRollouts(t, inFlight, rollouts) {
 		require.NoError(t, ro.err, id)
 		assert.Equal(t, coordinatorv1.FinishReason_FINISH_REASON_ABORT, ro.view.Finish, id)
 		require.NotEmpty(t, ro.view.IDs, id)
@@ -260,7 +245,7 @@ func TestAUnaryRolloutIsContinued(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.control.Resume(ctx, &coordinatorv1.ResumeRequest{})
 	require.NoError(t, err)
-	for _, ro := range collectContinued(t, out, rollouts) {
+	for _, ro := range collectRollouts(t, out, rollouts) {
 		assertUninterrupted(t, ro, maxTokens)
 	}
 }

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -123,41 +121,7 @@ func generateBody(prompt []uint32, maxTokens int, stream bool) string {
 // postGenerate sends the rollout with header and reads its answer (on any
 // goroutine: it reports, never fails the test).
 func (r *rlStack) postGenerate(ctx context.Context, ro *restGenerate, maxTokens int, header http.Header) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.st.restURL+"/inference/v1/generate", strings.NewReader(generateBody(ro.prompt, maxTokens, ro.stream)))
-	if err != nil {
-		ro.err = err
-		return
-	}
-	req.Header = header.Clone()
-	if req.Header == nil {
-		req.Header = http.Header{}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Request-Id", ro.id)
-	resp, err := r.st.client.Do(req)
-	if err != nil {
-		ro.err = err
-		return
-	}
-	defer resp.Body.Close()
-	ro.status, ro.header = resp.StatusCode, resp.Header
-	if !ro.stream || resp.StatusCode != http.StatusOK {
-		body, err := io.ReadAll(resp.Body)
-		if ro.err = err; err == nil {
-			ro.err = ro.read(string(body))
-		}
-		return
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			if ro.err = ro.read(data); ro.err != nil {
-				return
-			}
-		}
-	}
-	ro.err = sc.Err()
+	ro.status, ro.header, ro.err = r.postRollout(ctx, "/inference/v1/generate", ro.id, generateBody(ro.prompt, maxTokens, ro.stream), ro.stream, header, ro.read)
 }
 
 // startGenerates sends n REST rollouts, ids prefix-i, every other one
@@ -183,22 +147,7 @@ func (r *rlStack) startGenerates(prefix string, n, maxTokens int, header http.He
 	return out
 }
 
-// collectGenerates reads n outcomes, each id once.
-func collectGenerates(t *testing.T, ch <-chan restGenerate, n int) map[string]restGenerate {
-	t.Helper()
-	got := map[string]restGenerate{}
-	for range n {
-		select {
-		case ro := <-ch:
-			_, dup := got[ro.id]
-			require.False(t, dup, "rollout %s answered twice", ro.id)
-			got[ro.id] = ro
-		case <-time.After(3 * time.Minute):
-			t.Fatalf("%d of %d rollouts answered", len(got), n)
-		}
-	}
-	return got
-}
+func (ro restGenerate) rolloutID() string { return ro.id }
 
 // pauseAcross pauses the fleet (abort) once every decode engine runs
 // perEngine rollouts that each have a few v1 tokens, waits until the
@@ -275,7 +224,7 @@ func TestARESTGeneratePauseAbortIsContinued(t *testing.T) {
 	out := r.startGenerates("rest-cont", rollouts, maxTokens, nil)
 	r.pauseAcross(t, rollouts/2, rollouts) // round robin: 8 decode legs on each engine
 	streamed := 0
-	for id, ro := range collectGenerates(t, out, rollouts) {
+	for id, ro := range collectRollouts(t, out, rollouts) {
 		assertGenerateUninterrupted(t, ro, maxTokens)
 		if ro.stream {
 			streamed++
@@ -340,7 +289,7 @@ func TestARESTGenerateOptedOutKeepsTheAbort(t *testing.T) {
 	}
 	_, err := r.control.Pause(t.Context(), &coordinatorv1.PauseRequest{Mode: "abort"})
 	require.NoError(t, err)
-	for id, ro := range collectGenerates(t, out, rollouts) {
+	for id, ro := range collectRollouts(t, out, rollouts) {
 		require.NoError(t, ro.err, id)
 		require.Equal(t, http.StatusOK, ro.status, "%s: %v", id, ro.raw)
 		assert.Contains(t, ro.finishes, "abort", id)
@@ -366,7 +315,7 @@ func TestARESTGenerateContinuationWaitIsBounded(t *testing.T) {
 	_, err := r.control.Pause(t.Context(), &coordinatorv1.PauseRequest{Mode: "abort"})
 	require.NoError(t, err)
 	const stopped = "could not be continued: the inference fleet is paused for a weight update and did not resume within control.hold.max_wait (2s)"
-	for id, ro := range collectGenerates(t, out, rollouts) {
+	for id, ro := range collectRollouts(t, out, rollouts) {
 		last := ro.raw[len(ro.raw)-1]
 		if !ro.stream {
 			assert.Equal(t, http.StatusServiceUnavailable, ro.status, "%s: %s", id, last)

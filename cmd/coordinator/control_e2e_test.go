@@ -160,22 +160,7 @@ func (r *rlStack) startRolloutsNoting(prefix string, n int, maxTokens uint32, st
 	return out
 }
 
-// collect reads n outcomes, each id once.
-func collect(t *testing.T, ch <-chan rollout, n int) map[string]rollout {
-	t.Helper()
-	got := map[string]rollout{}
-	for range n {
-		select {
-		case ro := <-ch:
-			_, dup := got[ro.id]
-			require.False(t, dup, "rollout %s answered twice", ro.id)
-			got[ro.id] = ro
-		case <-time.After(2 * time.Minute):
-			t.Fatalf("%d of %d rollouts answered", len(got), n)
-		}
-	}
-	return got
-}
+func (ro rollout) rolloutID() string { return ro.id }
 
 func waitCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -225,7 +210,7 @@ func TestRLStepKeepsEveryRollout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint32(held), resume.GetReleasedRequests())
 
-	for i, got := range []map[string]rollout{collect(t, inFlight, rollouts), collect(t, during, held)} {
+	for i, got := range []map[string]rollout{collectRollouts(t, inFlight, rollouts), collectRollouts(t, during, held)} {
 		for id, ro := range got {
 			require.NoError(t, ro.err, id)
 			require.Len(t, ro.views, 1, id)
@@ -283,7 +268,7 @@ func TestAKilledEngineFailsThePauseAndNothingHangs(t *testing.T) {
 	}
 	_, err = r.control.Resume(ctx, &coordinatorv1.ResumeRequest{})
 	assert.Equal(t, codes.Unavailable, status.Code(err))
-	got := collect(t, r.startRollouts("after", 2, 4), 2)
+	got := collectRollouts(t, r.startRollouts("after", 2, 4), 2)
 	for id, ro := range got {
 		require.NoError(t, ro.err, "%s: served by the live engines once resumed", id)
 	}

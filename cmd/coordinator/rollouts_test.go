@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// identified is a rollout's outcome, named by its request id.
+type identified interface{ rolloutID() string }
+
+// collectRollouts reads n outcomes from ch, each id once, within 3 minutes.
+func collectRollouts[T identified](t *testing.T, ch <-chan T, n int) map[string]T {
+	t.Helper()
+	got := map[string]T{}
+	for range n {
+		select {
+		case ro := <-ch:
+			id := ro.rolloutID()
+			_, dup := got[id]
+			require.False(t, dup, "rollout %s answered twice", id)
+			got[id] = ro
+		case <-time.After(3 * time.Minute):
+			t.Fatalf("%d of %d rollouts answered", len(got), n)
+		}
+	}
+	return got
+}
+
+// postRollout posts body to path on the coordinator's REST port with
+// header and the rollout's id, and gives read the answer: each data line
+// of a stream answered 200, else the whole body. On any goroutine: it
+// reports, never fails the test.
+func (r *rlStack) postRollout(ctx context.Context, path, id, body string, stream bool, header http.Header, read func(string) error) (int, http.Header, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.st.restURL+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header = header.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-Id", id)
+	resp, err := r.st.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	if !stream || resp.StatusCode != http.StatusOK {
+		raw, err := io.ReadAll(resp.Body)
+		if err == nil {
+			err = read(string(raw))
+		}
+		return resp.StatusCode, resp.Header, err
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			if err := read(data); err != nil {
+				return resp.StatusCode, resp.Header, err
+			}
+		}
+	}
+	return resp.StatusCode, resp.Header, sc.Err()
+}
