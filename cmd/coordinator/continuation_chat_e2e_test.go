@@ -102,23 +102,7 @@ func (r *rlStack) postChat(ctx context.Context, ro *restChat, header http.Header
 // startChats sends the rollouts (each once) and returns a channel of their
 // outcomes.
 func (r *rlStack) startChats(rollouts []*restChat, header http.Header) <-chan *restChat {
-	out := make(chan *restChat, len(rollouts))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	left := make(chan struct{}, len(rollouts))
-	for _, ro := range rollouts {
-		go func() {
-			r.postChat(ctx, ro, header)
-			out <- ro
-			left <- struct{}{}
-		}()
-	}
-	go func() {
-		for range rollouts {
-			<-left
-		}
-		cancel()
-	}()
-	return out
+	return sendRollouts(rollouts, func(ctx context.Context, ro *restChat) { r.postChat(ctx, ro, header) })
 }
 
 func (ro *restChat) rolloutID() string { return ro.id }

@@ -88,23 +88,7 @@ func (r *rlStack) postCompletion(ctx context.Context, ro *restCompletion, header
 // startCompletions sends the rollouts (each once) and returns a channel
 // of their outcomes.
 func (r *rlStack) startCompletions(rollouts []*restCompletion, header http.Header) <-chan *restCompletion {
-	out := make(chan *restCompletion, len(rollouts))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	left := make(chan struct{}, len(rollouts))
-	for _, ro := range rollouts {
-		go func() {
-			r.postCompletion(ctx, ro, header)
-			out <- ro
-			left <- struct{}{}
-		}()
-	}
-	go func() {
-		for range rollouts {
-			<-left
-		}
-		cancel()
-	}()
-	return out
+	return sendRollouts(rollouts, func(ctx context.Context, ro *restCompletion) { r.postCompletion(ctx, ro, header) })
 }
 
 func (ro *restCompletion) rolloutID() string { return ro.id }

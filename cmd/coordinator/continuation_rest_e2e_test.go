@@ -126,25 +126,12 @@ func (r *rlStack) postGenerate(ctx context.Context, ro *restGenerate, maxTokens 
 
 // startGenerates sends n REST rollouts, ids prefix-i, every other one
 // streamed, and returns a channel of their outcomes.
-func (r *rlStack) startGenerates(prefix string, n, maxTokens int, header http.Header) <-chan restGenerate {
-	out := make(chan restGenerate, n)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	var left = make(chan struct{}, n)
-	for i := range n {
-		go func() {
-			ro := restGenerate{id: fmt.Sprintf("%s-%d", prefix, i), prompt: []uint32{uint32(700 + i), 21, 22}, stream: i%2 == 1}
-			r.postGenerate(ctx, &ro, maxTokens, header)
-			out <- ro
-			left <- struct{}{}
-		}()
+func (r *rlStack) startGenerates(prefix string, n, maxTokens int, header http.Header) <-chan *restGenerate {
+	rollouts := make([]*restGenerate, n)
+	for i := range rollouts {
+		rollouts[i] = &restGenerate{id: fmt.Sprintf("%s-%d", prefix, i), prompt: []uint32{uint32(700 + i), 21, 22}, stream: i%2 == 1}
 	}
-	go func() {
-		for range n {
-			<-left
-		}
-		cancel()
-	}()
-	return out
+	return sendRollouts(rollouts, func(ctx context.Context, ro *restGenerate) { r.postGenerate(ctx, ro, maxTokens, header) })
 }
 
 func (ro restGenerate) rolloutID() string { return ro.id }
@@ -225,7 +212,7 @@ func TestARESTGeneratePauseAbortIsContinued(t *testing.T) {
 	r.pauseAcross(t, rollouts/2, rollouts) // round robin: 8 decode legs on each engine
 	streamed := 0
 	for id, ro := range collectRollouts(t, out, rollouts) {
-		assertGenerateUninterrupted(t, ro, maxTokens)
+		assertGenerateUninterrupted(t, *ro, maxTokens)
 		if ro.stream {
 			streamed++
 			for _, ev := range ro.raw {

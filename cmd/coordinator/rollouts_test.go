@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,4 +71,23 @@ func (r *rlStack) postRollout(ctx context.Context, path, id, body string, stream
 		}
 	}
 	return resp.StatusCode, resp.Header, sc.Err()
+}
+
+// sendRollouts posts every rollout at once (post, within 2 minutes) and
+// returns a channel of them as they are answered.
+func sendRollouts[T any](rollouts []T, post func(context.Context, T)) <-chan T {
+	out := make(chan T, len(rollouts))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	var wg sync.WaitGroup
+	for _, ro := range rollouts {
+		wg.Go(func() {
+			post(ctx, ro)
+			out <- ro
+		})
+	}
+	go func() {
+		wg.Wait()
+		cancel()
+	}()
+	return out
 }
