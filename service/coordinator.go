@@ -148,11 +148,11 @@ func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateR
 	if rc.Stream {
 		return nil, status.Errorf(codes.InvalidArgument, `"stream": true needs GenerateStream (request_id: %s)`, id)
 	}
-	if cont, err := c.generateContinuation(ctx, id, rc); err != nil || cont != nil {
+	if cont, err := c.relayContinuation(ctx, id, rc); err != nil || cont != nil {
 		if err != nil {
 			return nil, err
 		}
-		return c.generateContinued(ctx, id, legID, rc, cont)
+		return c.relayContinued(ctx, id, legID, rc, cont)
 	}
 	sink := &unarySink{}
 	rc.Sink = turn.Sink(sink)
@@ -192,11 +192,11 @@ func (c *Coordinator) GenerateStream(req *coordinatorv1.GenerateStreamRequest, s
 	if !rc.Stream {
 		return status.Errorf(codes.InvalidArgument, `GenerateStream needs "stream": true in the body (request_id: %s)`, id)
 	}
-	if cont, err := c.generateContinuation(ctx, id, rc); err != nil || cont != nil {
+	if cont, err := c.relayContinuation(ctx, id, rc); err != nil || cont != nil {
 		if err != nil {
 			return err
 		}
-		return c.generateStreamContinued(ctx, id, legID, rc, cont, stream)
+		return c.relayStreamContinued(ctx, id, legID, rc, cont, stream)
 	}
 	rc.Sink = turn.Sink(newStreamSink(stream))
 	err = c.run(ctx, rc, "GenerateStream")

@@ -18,57 +18,100 @@ import (
 	"github.com/coordinator-project/coordinator/steps"
 )
 
-// This file continues a REST /inference/v1/generate request (an OpenAI
-// input of endpoint GENERATE: the client's vLLM body, the worker's answer
-// relayed) that a fleet pause aborted, as continuation.go does a tokens
-// request: the abort is held back, the request waits for the resume and
-// runs again with the prompt and the output so far as its token_ids
-// (tokens.GenerateContinuation), and the client gets one answer. A chat
-// runs and answers the same way (continue_chat.go).
+// This file continues a request whose worker's answer is relayed (an
+// OpenAI input: REST /inference/v1/generate, chat completions,
+// completions) that a fleet pause aborted, as continuation.go does a
+// tokens request: the abort is held back, the request waits for the
+// resume and runs again with a continuation body, and the client gets one
+// answer. Each API's body and answer are its tokens.*Continuation's:
+//
+//   - generate: the prompt and the output so far as token_ids
+//     (tokens.GenerateContinuation);
+//   - chat: the client's messages and an assistant message of the text so
+//     far, which the model continues (vLLM's continue_final_message;
+//     tokens.ChatContinuation);
+//   - completions: the prompt's and the output's token IDs, which the
+//     answer names (return_token_ids), as the prompt
+//     (tokens.CompletionContinuation).
 
-// continuedGenerate is a REST request whose answer is relayed (generate,
-// or chat: continue_chat.go) that the coordinator continues across
-// pauses; endpoint is its API's.
-type continuedGenerate struct {
+// relayedContinuation carries a request whose worker's answer is relayed
+// across the aborts of pauses.
+type relayedContinuation interface {
+	resumable
+	// NextBody is the body of the next run; it starts that run.
+	NextBody() ([]byte, error)
+	// Answer takes a unary run's answer and returns what to send (nil:
+	// nothing yet).
+	Answer(body []byte) ([]byte, error)
+	// Event takes a streamed run's event and returns what to send (nil:
+	// nothing).
+	Event(data []byte) ([]byte, error)
+}
+
+// Interface guards.
+var (
+	_ relayedContinuation = (*tokens.GenerateContinuation)(nil)
+	_ relayedContinuation = (*tokens.ChatContinuation)(nil)
+	_ relayedContinuation = (*tokens.CompletionContinuation)(nil)
+)
+
+// continuedRelay is a request whose answer is relayed that the
+// coordinator continues across pauses; endpoint is its API's.
+type continuedRelay struct {
 	relayedContinuation
 	pauseWatch
 	endpoint coordinatorv1.Endpoint
 }
 
-// generateContinuation is how the request of rc is continued across a
-// pause: a generate body, the control plane on, sampling_params.n at most
-// 1, and the client did not opt out (headers.ContinueOnPause "false"); a
-// chat as chatContinuation says, a completion as completionContinuation
-// (continue_completion.go). nil: an abort reaches the client as the
-// worker sent it. Call it before the first run: it keeps rc's document as
-// the run gets it.
-func (c *Coordinator) generateContinuation(ctx context.Context, id string, rc *steps.RequestContext) (*continuedGenerate, error) {
-	if rc.Format == legs.FormatChat {
-		return c.chatContinuation(ctx, id, rc)
-	}
-	if rc.Format == legs.FormatCompletions {
-		return c.completionContinuation(ctx, id, rc)
-	}
-	if rc.Format != legs.FormatGenerate {
+// relayContinuation is how the request of rc is continued across a pause:
+// the control plane on, the client did not opt out
+// (headers.ContinueOnPause "false", checked on these three APIs only), and
+// an answer the continuation can follow: a generate of one choice
+// (tokens.GenerateContinuable), a chat of one choice of text whose tokens
+// the answer counts (tokens.ChatContinuable), a completion whose tokens
+// the answer names (tokens.CompletionContinuable). nil: an abort reaches
+// the client as the worker sent it. Call it before the first run: it
+// keeps rc's document as the run gets it.
+func (c *Coordinator) relayContinuation(ctx context.Context, id string, rc *steps.RequestContext) (*continuedRelay, error) {
+	endpoint, ok := relayedEndpoints[rc.Format]
+	if !ok {
 		return nil, nil
 	}
 	on, err := continueOnPause(ctx, id) // refused when malformed, as on a tokens request
-	if err != nil || !on || c.hold == nil || !tokens.GenerateContinuable(rc.Doc.Root()) {
+	if err != nil || !on || c.hold == nil {
 		return nil, err
 	}
-	r := &continuedGenerate{pauseWatch: pauseWatch{hold: c.hold}, endpoint: coordinatorv1.Endpoint_ENDPOINT_GENERATE}
-	r.relayedContinuation = tokens.NewGenerateContinuation(rc.Doc.Root().Clone(), r.continues, c.maxAnswer)
+	r := &continuedRelay{pauseWatch: pauseWatch{hold: c.hold}, endpoint: endpoint}
+	doc := rc.Doc.Root()
+	switch {
+	case rc.Format == legs.FormatGenerate && tokens.GenerateContinuable(doc):
+		r.relayedContinuation = tokens.NewGenerateContinuation(doc.Clone(), r.continues, c.maxAnswer)
+	case rc.Format == legs.FormatChat && tokens.ChatContinuable(doc, rc.Stream):
+		r.relayedContinuation = tokens.NewChatContinuation(doc.Clone(), r.continues, c.maxAnswer)
+	case rc.Format == legs.FormatCompletions && tokens.CompletionContinuable(doc):
+		r.relayedContinuation = tokens.NewCompletionContinuation(doc.Clone(), r.continues, c.maxAnswer)
+	default:
+		return nil, nil
+	}
 	return r, nil
 }
 
-// runGenerate runs a REST generate request continued across pauses
+// relayedEndpoints are the APIs of the requests relayContinuation can
+// continue.
+var relayedEndpoints = map[legs.Format]coordinatorv1.Endpoint{
+	legs.FormatGenerate:    coordinatorv1.Endpoint_ENDPOINT_GENERATE,
+	legs.FormatChat:        coordinatorv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS,
+	legs.FormatCompletions: coordinatorv1.Endpoint_ENDPOINT_COMPLETIONS,
+}
+
+// runRelayed runs a request whose answer is relayed, continued across pauses
 // (runContinued): the first run with rc, each later one with a request
 // context of the continuation's body; sink is each run's sink.
-func (c *Coordinator) runGenerate(ctx context.Context, id, legID string, rc *steps.RequestContext, cont *continuedGenerate, method string, sink func() steps.Sink) error {
+func (c *Coordinator) runRelayed(ctx context.Context, id, legID string, rc *steps.RequestContext, cont *continuedRelay, method string, sink func() steps.Sink) error {
 	return c.runContinued(ctx, id, legID, &cont.pauseWatch, cont, func(leg string) error {
 		if cont.runs > 0 {
 			var err error
-			if rc, err = c.nextGenerateContext(ctx, id, leg, cont); err != nil {
+			if rc, err = c.nextRelayedContext(ctx, id, leg, cont); err != nil {
 				return err
 			}
 		}
@@ -77,10 +120,10 @@ func (c *Coordinator) runGenerate(ctx context.Context, id, legID string, rc *ste
 	})
 }
 
-// nextGenerateContext is the request context of the continuation's next
+// nextRelayedContext is the request context of the continuation's next
 // run, under leg. The body is the coordinator's: it is not held to the
 // client's body limits, which its prompt may now pass.
-func (c *Coordinator) nextGenerateContext(ctx context.Context, id, leg string, cont *continuedGenerate) (*steps.RequestContext, error) {
+func (c *Coordinator) nextRelayedContext(ctx context.Context, id, leg string, cont *continuedRelay) (*steps.RequestContext, error) {
 	body, err := cont.NextBody()
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v (request_id: %s)", err, id)
@@ -95,14 +138,14 @@ func (c *Coordinator) nextGenerateContext(ctx context.Context, id, leg string, c
 	return rc, nil
 }
 
-// generateContinued serves Generate for a REST generate request continued
+// relayContinued serves Generate for a relayed request continued
 // across pauses: the answer of each run goes through cont.Answer, and the
 // one to send (the worker's, or the runs' merged) is the call's, with one
 // header (answerHeader).
-func (c *Coordinator) generateContinued(ctx context.Context, id, legID string, rc *steps.RequestContext, cont *continuedGenerate) (*coordinatorv1.GenerateResponse, error) {
+func (c *Coordinator) relayContinued(ctx context.Context, id, legID string, rc *steps.RequestContext, cont *continuedRelay) (*coordinatorv1.GenerateResponse, error) {
 	var sink *unarySink
 	runCtx, header := captureHeader(ctx)
-	err := c.runGenerate(runCtx, id, legID, rc, cont, "Generate", func() steps.Sink {
+	err := c.runRelayed(runCtx, id, legID, rc, cont, "Generate", func() steps.Sink {
 		sink = &unarySink{}
 		return continuedUnarySink{unarySink: sink, cont: cont}
 	})
@@ -123,13 +166,13 @@ func (c *Coordinator) generateContinued(ctx context.Context, id, legID string, r
 	}, nil
 }
 
-// generateStreamContinued serves GenerateStream for a REST generate
+// relayStreamContinued serves GenerateStream for a relayed
 // request continued across pauses: every run's events go through
 // cont.Event on their way to the one stream.
-func (c *Coordinator) generateStreamContinued(ctx context.Context, id, legID string, rc *steps.RequestContext, cont *continuedGenerate,
+func (c *Coordinator) relayStreamContinued(ctx context.Context, id, legID string, rc *steps.RequestContext, cont *continuedRelay,
 	stream grpc.ServerStreamingServer[coordinatorv1.GenerateStreamResponse]) error {
 	sink := continuedStreamSink{Sink: newStreamSink(stream), cont: cont}
-	return c.runGenerate(ctx, id, legID, rc, cont, "GenerateStream", func() steps.Sink { return sink })
+	return c.runRelayed(ctx, id, legID, rc, cont, "GenerateStream", func() steps.Sink { return sink })
 }
 
 // answerHeader keeps what the runs of a continued unary call set as the
@@ -189,7 +232,7 @@ func joinVersions(from string, more []string) string {
 // the answer it keeps is the one to send.
 type continuedUnarySink struct {
 	*unarySink
-	cont *continuedGenerate
+	cont *continuedRelay
 }
 
 func (s continuedUnarySink) Response(status int, contentType string, body []byte) error {
@@ -207,7 +250,7 @@ func (s continuedUnarySink) Response(status int, contentType string, body []byte
 // continuation, sending those it keeps.
 type continuedStreamSink struct {
 	steps.Sink
-	cont *continuedGenerate
+	cont *continuedRelay
 }
 
 func (s continuedStreamSink) Events(data [][]byte, names []string) error {
