@@ -153,17 +153,7 @@ func (c *Coordinator) relayContinued(ctx context.Context, id, legID string, rc *
 	if err != nil {
 		return nil, err
 	}
-	if sink.streamed {
-		return nil, status.Errorf(codes.Internal, "decode worker streamed an answer to a non-streaming request (request_id: %s)", id)
-	}
-	return &coordinatorv1.GenerateResponse{
-		RequestId: id,
-		Output: &coordinatorv1.GenerateResponse_Openai{Openai: &coordinatorv1.OpenAIResponse{
-			StatusCode:  int32(sink.status),
-			ContentType: sink.contentType,
-			Json:        sink.body,
-		}},
-	}, nil
+	return sink.answer(id)
 }
 
 // relayStreamContinued serves GenerateStream for a relayed

@@ -161,17 +161,7 @@ func (c *Coordinator) Generate(ctx context.Context, req *coordinatorv1.GenerateR
 	if err != nil {
 		return nil, err
 	}
-	if sink.streamed {
-		return nil, status.Errorf(codes.Internal, "decode worker streamed an answer to a non-streaming request (request_id: %s)", id)
-	}
-	return &coordinatorv1.GenerateResponse{
-		RequestId: id,
-		Output: &coordinatorv1.GenerateResponse_Openai{Openai: &coordinatorv1.OpenAIResponse{
-			StatusCode:  int32(sink.status),
-			ContentType: sink.contentType,
-			Json:        sink.body,
-		}},
-	}, nil
+	return sink.answer(id)
 }
 
 // GenerateStream implements CoordinatorServiceServer.

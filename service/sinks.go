@@ -7,6 +7,8 @@ import (
 	"net/http"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	coordinatorv1 "github.com/coordinator-project/coordinator/gen/coordinator/v1"
 	"github.com/coordinator-project/coordinator/internal/gateway"
@@ -81,6 +83,22 @@ func (*unarySink) Header(http.Header) {}
 func (s *unarySink) Events([][]byte, []string) error {
 	s.streamed = true
 	return nil
+}
+
+// answer is the Generate answer of request id the sink took: Internal
+// when the worker streamed it.
+func (s *unarySink) answer(id string) (*coordinatorv1.GenerateResponse, error) {
+	if s.streamed {
+		return nil, status.Errorf(codes.Internal, "decode worker streamed an answer to a non-streaming request (request_id: %s)", id)
+	}
+	return &coordinatorv1.GenerateResponse{
+		RequestId: id,
+		Output: &coordinatorv1.GenerateResponse_Openai{Openai: &coordinatorv1.OpenAIResponse{
+			StatusCode:  int32(s.status),
+			ContentType: s.contentType,
+			Json:        s.body,
+		}},
+	}, nil
 }
 
 // streamSink sends each batch of events of a GenerateStream call as one
