@@ -169,12 +169,7 @@ func (c *ChatContinuation) rewriteEvent(data []byte, a *chatAnswer, held, hadRol
 	if !c.next {
 		return root.Bytes(), nil
 	}
-	if c.id != nil {
-		root.Set("id", c.id)
-	}
-	if c.created != nil {
-		root.Set("created", c.created)
-	}
+	c.first.stamp(root)
 	root.Delete("prompt_token_ids")
 	if ch := firstChoice(root); ch != nil && hadRole {
 		if d := ch.EditObject("delta"); d != nil {

@@ -40,10 +40,8 @@ type CompletionContinuation struct {
 	ids    []uint32
 	// base is the tokens generated before the current run.
 	base int
-	// first is what the answer's usage takes of the first run's; id and
-	// created are its raw members.
-	first       firstUsage
-	id, created []byte
+	// first is what the answer takes of the first run's.
+	first firstRun
 	// aborted: the current run ended with an abort held back. broken: an
 	// answer the continuation cannot follow: no abort is held back any
 	// more. next: a continuation run is under way.
@@ -173,26 +171,15 @@ func (c *CompletionContinuation) collect(ch *completionRunChoice) {
 }
 
 // noteFirst keeps what the whole answer takes of the first run's (a, read
-// of data): its usage (firstUsage), its id and created.
+// of data).
 func (c *CompletionContinuation) noteFirst(a *completionAnswer, data []byte) {
-	if c.next {
-		return
+	if !c.next {
+		c.first.note(a.ID, a.Created, a.Usage, data, completionIndex)
 	}
-	if c.id == nil && a.ID != nil {
-		c.id, c.created = a.ID, a.Created
-	}
-	if c.first.set || a.Usage == nil {
-		return
-	}
-	var usage *jsonbody.Object
-	if root, err := jsonbody.ParseIndexed(data, completionIndex); err == nil {
-		usage = root.Object("usage")
-	}
-	c.first.keep(a.Usage.PromptTokens, usage)
 }
 
 // rewriteUsage makes usage, a continuation run's (completion tokens n),
 // the whole answer's.
 func (c *CompletionContinuation) rewriteUsage(usage *jsonbody.Object, n uint32) {
-	c.first.rewrite(usage, uint64(c.base)+uint64(n))
+	c.first.usage.rewrite(usage, uint64(c.base)+uint64(n))
 }

@@ -161,12 +161,7 @@ func (c *CompletionContinuation) rewriteEvent(data []byte, a *completionAnswer, 
 	if !c.next {
 		return root.Bytes(), nil
 	}
-	if c.id != nil {
-		root.Set("id", c.id)
-	}
-	if c.created != nil {
-		root.Set("created", c.created)
-	}
+	c.first.stamp(root)
 	if ch := firstChoice(root); ch != nil {
 		ch.Delete("prompt_token_ids")
 	}

@@ -48,3 +48,38 @@ func (f *firstUsage) rewrite(usage *jsonbody.Object, completion uint64) {
 		usage.Delete("prompt_tokens_details")
 	}
 }
+
+// firstRun is what a continued chat or completion answer takes of its
+// first run: its raw id and created, which the continuation's events carry
+// (stamp), and its usage's prompt.
+type firstRun struct {
+	id, created []byte
+	usage       firstUsage
+}
+
+// note takes in a first-run answer or event, data, of id, created and
+// usage u, read with index.
+func (f *firstRun) note(id, created []byte, u *generateUsage, data []byte, index *jsonbody.Index) {
+	if f.id == nil && id != nil {
+		f.id, f.created = id, created
+	}
+	if f.usage.set || u == nil {
+		return
+	}
+	var usage *jsonbody.Object
+	if root, err := jsonbody.ParseIndexed(data, index); err == nil {
+		usage = root.Object("usage")
+	}
+	f.usage.keep(u.PromptTokens, usage)
+}
+
+// stamp gives root, a continuation's event, the first run's id and
+// created.
+func (f *firstRun) stamp(root *jsonbody.Object) {
+	if f.id != nil {
+		root.Set("id", f.id)
+	}
+	if f.created != nil {
+		root.Set("created", f.created)
+	}
+}
