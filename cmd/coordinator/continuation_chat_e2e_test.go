@@ -20,23 +20,7 @@ import (
 // restChat is one REST chat rollout: its request and what came back, read
 // whole (a stream's events joined).
 type restChat struct {
-	id     string
-	body   string
-	stream bool
-	// raw is the answer's body, or each event's data.
-	raw []string
-	// text is the content; ids every answer id; finishes every
-	// finish_reason not null; usage the last and usages how many; done the
-	// [DONE] events.
-	text     strings.Builder
-	ids      []string
-	finishes []string
-	usage    restUsage
-	usages   int
-	done     int
-	status   int
-	header   http.Header
-	err      error
+	relayedAnswer
 }
 
 // chatRead is what a rollout reads of a chat answer or event.
@@ -117,7 +101,7 @@ func chatRollouts(prefix string, n, maxTokens int) []*restChat {
 		if stream {
 			extra = `,"stream_options":{"include_usage":true}`
 		}
-		out[i] = &restChat{id: fmt.Sprintf("%s-%d", prefix, i), stream: stream, body: rolloutChat(fmt.Sprintf("rollout %d", i), maxTokens, stream, extra)}
+		out[i] = &restChat{relayedAnswer{id: fmt.Sprintf("%s-%d", prefix, i), stream: stream, body: rolloutChat(fmt.Sprintf("rollout %d", i), maxTokens, stream, extra)}}
 	}
 	return out
 }
@@ -184,32 +168,10 @@ func TestAChatPauseAbortIsContinued(t *testing.T) {
 // uninterrupted.
 func assertChatUninterrupted(t *testing.T, ro, whole *restChat) {
 	t.Helper()
-	id := ro.id
-	require.NoError(t, ro.err, id)
-	require.Equal(t, http.StatusOK, ro.status, "%s: %v", id, ro.raw)
-	assert.Equal(t, whole.text.String(), ro.text.String(), "%s: the uninterrupted text, every token once", id)
-	assert.Equal(t, []string{"length"}, ro.finishes, "%s: one finish_reason, the real end", id)
-	assert.Equal(t, 1, ro.usages, "%s: usage once", id)
-	assert.Equal(t, whole.usage, ro.usage, "%s: one uninterrupted answer's usage", id)
-	if !ro.stream {
-		for _, k := range []string{"Date", "Server-Timing"} {
-			assert.Len(t, ro.header.Values(k), 1, "%s: one answer's header %s", id, k)
-		}
-		assert.Equal(t, []string{"v1,v2"}, ro.header.Values("X-Weight-Version"), "%s: the versions of the whole answer", id)
-		return
+	ro.assertOneAnswer(t, &whole.relayedAnswer)
+	if ro.stream {
+		assert.Equal(t, 1, strings.Count(strings.Join(ro.raw, "\n"), `"role":"assistant"`), "%s: one assistant message", ro.id)
 	}
-	for _, ev := range ro.raw {
-		assert.NotContains(t, ev, `"abort"`, "%s: the abort is held back", id)
-	}
-	assert.Equal(t, 1, ro.done, "%s: one [DONE]", id)
-	assert.Equal(t, "[DONE]", ro.raw[len(ro.raw)-1], id)
-	require.NotEmpty(t, ro.ids, id)
-	for _, v := range ro.ids {
-		if !assert.Equal(t, ro.ids[0], v, "%s: one id", id) {
-			break
-		}
-	}
-	assert.Equal(t, 1, strings.Count(strings.Join(ro.raw, "\n"), `"role":"assistant"`), "%s: one assistant message", id)
 }
 
 // assertChatContinuationLegs checks a continued chat's legs: two decode
@@ -246,10 +208,10 @@ func TestAChatNotContinuableKeepsTheAbort(t *testing.T) {
 	r := startRLStack(t, sim.Options{Engines: sim.EngineCounts{Decode: 2}, TokenDelay: 20 * time.Millisecond})
 	const tools = `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]`
 	rollouts := []*restChat{
-		{id: "chat-tools-0", body: rolloutChat("a", maxTokens, false, tools)},
-		{id: "chat-tools-1", stream: true, body: rolloutChat("b", maxTokens, true, tools+`,"stream_options":{"include_usage":true}`)},
-		{id: "chat-uncounted-2", stream: true, body: rolloutChat("c", maxTokens, true, "")},
-		{id: "chat-uncounted-3", stream: true, body: rolloutChat("d", maxTokens, true, `,"stream_options":{"include_usage":false}`)},
+		{relayedAnswer{id: "chat-tools-0", body: rolloutChat("a", maxTokens, false, tools)}},
+		{relayedAnswer{id: "chat-tools-1", stream: true, body: rolloutChat("b", maxTokens, true, tools+`,"stream_options":{"include_usage":true}`)}},
+		{relayedAnswer{id: "chat-uncounted-2", stream: true, body: rolloutChat("c", maxTokens, true, "")}},
+		{relayedAnswer{id: "chat-uncounted-3", stream: true, body: rolloutChat("d", maxTokens, true, `,"stream_options":{"include_usage":false}`)}},
 	}
 	out := r.startChats(rollouts, nil)
 	for _, e := range r.engines("decode") {
@@ -297,7 +259,7 @@ func TestAChatNotPausedIsRelayedAsIs(t *testing.T) {
 			if stream {
 				extra = `,"stream_options":{"include_usage":true}`
 			}
-			ro := &restChat{id: fmt.Sprintf("chat-asis-%t-%d", stream, i), stream: stream, body: rolloutChat("same", 7, stream, extra)}
+			ro := &restChat{relayedAnswer{id: fmt.Sprintf("chat-asis-%t-%d", stream, i), stream: stream, body: rolloutChat("same", 7, stream, extra)}}
 			r.postChat(t.Context(), ro, h)
 			require.NoError(t, ro.err)
 			require.Equal(t, http.StatusOK, ro.status, "%v", ro.raw)

@@ -19,24 +19,10 @@ import (
 // restCompletion is one REST completions rollout: its request and what
 // came back, read whole (a stream's events joined).
 type restCompletion struct {
-	id     string
-	body   string
-	stream bool
-	// raw is the answer's body, or each event's data; text and tokens the
-	// output; prompts every prompt_token_ids; finishes every finish_reason
-	// not null; usage the last and usages how many; done the [DONE]s.
-	raw      []string
-	text     strings.Builder
-	tokens   []uint32
-	prompts  [][]uint32
-	ids      []string
-	finishes []string
-	usage    restUsage
-	usages   int
-	done     int
-	status   int
-	header   http.Header
-	err      error
+	relayedAnswer
+	// tokens are the output's ids; prompts every prompt_token_ids.
+	tokens  []uint32
+	prompts [][]uint32
 }
 
 // completionRead is what a rollout reads of a completions answer or event.
@@ -113,7 +99,7 @@ func completionRollouts(prefix string, n, texts, maxTokens int, extra string) []
 		if stream {
 			body += `,"stream":true,"stream_options":{"include_usage":true}`
 		}
-		out[i] = &restCompletion{id: fmt.Sprintf("%s-%d", prefix, i), stream: stream, body: body + "}"}
+		out[i] = &restCompletion{relayedAnswer: relayedAnswer{id: fmt.Sprintf("%s-%d", prefix, i), stream: stream, body: body + "}"}}
 	}
 	return out
 }
@@ -165,33 +151,9 @@ func TestACompletionPauseAbortIsContinued(t *testing.T) {
 // same one uninterrupted.
 func assertCompletionUninterrupted(t *testing.T, ro, whole *restCompletion, prompt []uint32) {
 	t.Helper()
-	id := ro.id
-	require.NoError(t, ro.err, id)
-	require.Equal(t, http.StatusOK, ro.status, "%s: %v", id, ro.raw)
-	assert.Equal(t, whole.text.String(), ro.text.String(), "%s: the uninterrupted text, every token once", id)
-	assert.Equal(t, whole.tokens, ro.tokens, "%s: the uninterrupted token ids", id)
-	assert.Equal(t, [][]uint32{prompt}, ro.prompts, "%s: the prompt's ids, once", id)
-	assert.Equal(t, []string{"length"}, ro.finishes, "%s: one finish_reason, the real end", id)
-	assert.Equal(t, 1, ro.usages, "%s: usage once", id)
-	assert.Equal(t, whole.usage, ro.usage, "%s: one uninterrupted answer's usage", id)
-	if !ro.stream {
-		for _, k := range []string{"Date", "Server-Timing"} {
-			assert.Len(t, ro.header.Values(k), 1, "%s: one answer's header %s", id, k)
-		}
-		assert.Equal(t, []string{"v1,v2"}, ro.header.Values("X-Weight-Version"), "%s: the versions of the whole answer", id)
-		return
-	}
-	for _, ev := range ro.raw {
-		assert.NotContains(t, ev, `"abort"`, "%s: the abort is held back", id)
-	}
-	assert.Equal(t, 1, ro.done, "%s: one [DONE]", id)
-	assert.Equal(t, "[DONE]", ro.raw[len(ro.raw)-1], id)
-	require.NotEmpty(t, ro.ids, id)
-	for _, v := range ro.ids {
-		if !assert.Equal(t, ro.ids[0], v, "%s: one id", id) {
-			break
-		}
-	}
+	ro.assertOneAnswer(t, &whole.relayedAnswer)
+	assert.Equal(t, whole.tokens, ro.tokens, "%s: the uninterrupted token ids", ro.id)
+	assert.Equal(t, [][]uint32{prompt}, ro.prompts, "%s: the prompt's ids, once", ro.id)
 }
 
 // assertCompletionContinuationLegs checks a continued completion's legs:
@@ -262,7 +224,7 @@ func TestACompletionNotPausedIsRelayedAsIs(t *testing.T) {
 	for _, ro := range completionRollouts("cmpl-asis", 2, 0, 7, `,"return_token_ids":true`) {
 		var answers [2][]string
 		for i, h := range []http.Header{nil, optOut} {
-			run := &restCompletion{id: fmt.Sprintf("%s-%d", ro.id, i), stream: ro.stream, body: ro.body}
+			run := &restCompletion{relayedAnswer: relayedAnswer{id: fmt.Sprintf("%s-%d", ro.id, i), stream: ro.stream, body: ro.body}}
 			r.postCompletion(t.Context(), run, h)
 			require.NoError(t, run.err)
 			require.Equal(t, http.StatusOK, run.status, "%v", run.raw)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -90,4 +91,58 @@ func sendRollouts[T any](rollouts []T, post func(context.Context, T)) <-chan T {
 		cancel()
 	}()
 	return out
+}
+
+// relayedAnswer is one REST rollout of a relayed API (chat, completions):
+// its request and what came back, read whole (a stream's events joined).
+type relayedAnswer struct {
+	id     string
+	body   string
+	stream bool
+	// raw is the answer's body, or each event's data; text the output;
+	// ids every answer id; finishes every finish_reason not null; usage
+	// the last and usages how many; done the [DONE] events.
+	raw      []string
+	text     strings.Builder
+	ids      []string
+	finishes []string
+	usage    restUsage
+	usages   int
+	done     int
+	status   int
+	header   http.Header
+	err      error
+}
+
+// assertOneAnswer checks a continued rollout's answer against whole, the
+// same request run uninterrupted: its text and usage, once; one
+// finish_reason, the real end; unary, one answer's header naming both
+// weight versions; streamed, no abort, one [DONE] last, one id.
+func (ro *relayedAnswer) assertOneAnswer(t *testing.T, whole *relayedAnswer) {
+	t.Helper()
+	id := ro.id
+	require.NoError(t, ro.err, id)
+	require.Equal(t, http.StatusOK, ro.status, "%s: %v", id, ro.raw)
+	assert.Equal(t, whole.text.String(), ro.text.String(), "%s: the uninterrupted text, every token once", id)
+	assert.Equal(t, []string{"length"}, ro.finishes, "%s: one finish_reason, the real end", id)
+	assert.Equal(t, 1, ro.usages, "%s: usage once", id)
+	assert.Equal(t, whole.usage, ro.usage, "%s: one uninterrupted answer's usage", id)
+	if !ro.stream {
+		for _, k := range []string{"Date", "Server-Timing"} {
+			assert.Len(t, ro.header.Values(k), 1, "%s: one answer's header %s", id, k)
+		}
+		assert.Equal(t, []string{"v1,v2"}, ro.header.Values("X-Weight-Version"), "%s: the versions of the whole answer", id)
+		return
+	}
+	for _, ev := range ro.raw {
+		assert.NotContains(t, ev, `"abort"`, "%s: the abort is held back", id)
+	}
+	assert.Equal(t, 1, ro.done, "%s: one [DONE]", id)
+	assert.Equal(t, "[DONE]", ro.raw[len(ro.raw)-1], id)
+	require.NotEmpty(t, ro.ids, id)
+	for _, v := range ro.ids {
+		if !assert.Equal(t, ro.ids[0], v, "%s: one id", id) {
+			break
+		}
+	}
 }
