@@ -114,10 +114,8 @@ func ChatContinuable(root *jsonbody.Object, stream bool) bool {
 			return false
 		}
 	}
-	if n, ok := root.Get(bodykeys.N); ok && !jsonbody.IsNull(n) {
-		if v, ok := jsonbody.Int(n); !ok || v > 1 {
-			return false
-		}
+	if !atMostOne(root, bodykeys.N) || !budgetsReadable(root, bodykeys.MaxTokens, bodykeys.MaxCompletionTokens, "min_tokens") {
+		return false
 	}
 	if isTrue(root, bodykeys.Echo) || isFalseMember(root, "add_generation_prompt") || !textFormat(root) {
 		return false

@@ -90,12 +90,8 @@ func CompletionContinuable(root *jsonbody.Object) bool {
 			return false
 		}
 	}
-	for _, k := range []string{bodykeys.N, "best_of"} {
-		if raw, ok := root.Get(k); ok && !jsonbody.IsNull(raw) {
-			if v, ok := jsonbody.Int(raw); !ok || v > 1 {
-				return false
-			}
-		}
+	if !atMostOne(root, bodykeys.N) || !atMostOne(root, "best_of") || !budgetsReadable(root, bodykeys.MaxTokens, "min_tokens") {
+		return false
 	}
 	raw, _ := root.Get(bodykeys.Prompt)
 	if _, ok := jsonbody.String(raw); ok {

@@ -59,12 +59,7 @@ func GenerateContinuable(root *jsonbody.Object) bool {
 		raw, ok := root.Get(bodykeys.SamplingParams)
 		return !ok || jsonbody.IsNull(raw)
 	}
-	raw, ok := sp.Get(bodykeys.N)
-	if !ok || jsonbody.IsNull(raw) {
-		return true
-	}
-	n, ok := jsonbody.Int(raw)
-	return ok && n <= 1
+	return atMostOne(sp, bodykeys.N) && budgetsReadable(sp, bodykeys.MaxTokens, "min_tokens")
 }
 
 // NewGenerateContinuation starts carrying the request whose document (as

@@ -130,15 +130,18 @@ func TestGenerateContinuationStream(t *testing.T) {
 func TestGenerateContinuable(t *testing.T) {
 	t.Parallel()
 	for body, want := range map[string]bool{
-		`{"token_ids":[1]}`:                                    true,
-		`{"token_ids":[1],"sampling_params":null}`:             true,
-		`{"token_ids":[1],"sampling_params":{}}`:               true,
-		`{"token_ids":[1],"sampling_params":{"n":null}}`:       true,
-		`{"token_ids":[1],"sampling_params":{"n":1}}`:          true,
-		`{"token_ids":[1],"sampling_params":{"n":1.0}}`:        true,
-		`{"token_ids":[1],"sampling_params":{"n":2}}`:          false,
-		`{"token_ids":[1],"sampling_params":{"n":"2"}}`:        false,
-		`{"token_ids":[1],"sampling_params":{"max_tokens":3}}`: true,
+		`{"token_ids":[1]}`:                                                       true,
+		`{"token_ids":[1],"sampling_params":null}`:                                true,
+		`{"token_ids":[1],"sampling_params":{}}`:                                  true,
+		`{"token_ids":[1],"sampling_params":{"n":null}}`:                          true,
+		`{"token_ids":[1],"sampling_params":{"n":1}}`:                             true,
+		`{"token_ids":[1],"sampling_params":{"n":1.0}}`:                           true,
+		`{"token_ids":[1],"sampling_params":{"n":2}}`:                             false,
+		`{"token_ids":[1],"sampling_params":{"n":"2"}}`:                           false,
+		`{"token_ids":[1],"sampling_params":{"max_tokens":3}}`:                    true,
+		`{"token_ids":[1],"sampling_params":{"max_tokens":3e0,"min_tokens":1.0}}`: true,
+		`{"token_ids":[1],"sampling_params":{"max_tokens":"3"}}`:                  false,
+		`{"token_ids":[1],"sampling_params":{"min_tokens":"1"}}`:                  false,
 	} {
 		doc, err := requestbody.Parse([]byte(body), legs.FormatGenerate)
 		require.NoError(t, err)
